@@ -26,6 +26,13 @@ function inWords(s) {
   return `${Math.ceil(s / 3600)} h`;
 }
 
+/**
+ * The most inbox pages (of 200) one read follows: 10,000 conversations.
+ * Each page is a request of the user's API budget (CHAT_LIMIT_API_BURST
+ * 100): a read of more would be throttled at every reconnect.
+ */
+export const INBOX_PAGES = 50;
+
 /** Whether an answer with this status says "not now": a retry later may succeed. */
 function busy(status) {
   return status === 429 || status === 503;
@@ -211,7 +218,13 @@ export class Api {
     return new ApiError(res.status, err && err.code, err && err.message, retryAfterOf(res.status, res.headers.get('Retry-After'), err));
   }
 
-  /** The whole inbox: follows nextCursor (bounded, for a runaway server). @param {Req} req */
+  /**
+   * The whole inbox: follows nextCursor for at most INBOX_PAGES pages.
+   * chatd bounds no user's memberships, so the bound (kept against a
+   * runaway server) may cut a real inbox short: the array answered then
+   * has complete false, and what it does not list may still be the
+   * user's (State.setInbox keeps what it holds). @param {Req} req
+   */
   async inbox(req = {}) {
     const all = new Map();
     const read = async (cursor) => {
@@ -223,12 +236,14 @@ export class Api {
     };
     let cursor = await read('');
     let pages = 1;
-    for (; cursor && pages < 50; pages++) cursor = await read(cursor);
+    for (; cursor && pages < INBOX_PAGES; pages++) cursor = await read(cursor);
     // One that got a message while the later pages were read moved ahead
     // of them and is on none (docs/http.md): the first page, read again,
     // has it. Missing, it would be taken for a conversation the user left.
     if (pages > 1) await read('');
-    return [...all.values()];
+    const list = [...all.values()];
+    list.complete = !cursor;
+    return list;
   }
 
   /** @param {{beforeSeq?:number, afterSeq?:number, limit?:number}} q @param {Req} req */

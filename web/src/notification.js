@@ -63,12 +63,44 @@ export async function removeMessages(reg, x, seqs) {
  * x keeps it (x.data.edit), and a text of the same or an older edit than
  * the one x shows is not put back (push services keep no order between
  * updates); without one it is shown as before.
+ *
+ * The page's notification of a message already edited when its
+ * message.new was encoded (a replay after a reconnect, a relay that
+ * lagged) shows that edit's text, but the event tells only its time
+ * (editedAt), not its seq: x.data.editedAt without an edit. The events of
+ * the edits before it, then its own, come after it in seq order, each
+ * with its editedAt (the page's message.edited): one of an earlier time
+ * is of an older edit and changes nothing; the one of that time gives x
+ * its seq, which an update push is then compared with. (Set back between
+ * two edits, chatd's clock can give the older the later time: its text
+ * then shows until the next event's.)
  */
-export async function replaceText(reg, x, seq, text, edit) {
+export async function replaceText(reg, x, seq, text, edit, editedAt) {
   const d = x.data || {};
   if (d.seq !== seq || !d.text) return;
   const known = Number.isInteger(edit);
   if (known && Number.isInteger(d.edit) && edit <= d.edit) return;
+  // Not knowing its edit yet, x shows an edit of a later time than an
+  // older one's (and the same as its own, shown again with its seq).
+  if (known && !Number.isInteger(d.edit) && d.editedAt && compareTimes(editedAt, d.editedAt) < 0) return;
   const data = known ? { ...d, edit } : d;
   await reg.showNotification(x.title, { body: text || countTitle(1), tag: x.tag, renotify: false, silent: true, icon: x.icon, data });
+}
+
+/**
+ * The order of RFC 3339 times a and b (-1, 0, 1) to the digit chatd
+ * writes (microseconds, which Date.parse drops); NaN when either is not
+ * one.
+ */
+function compareTimes(a, b) {
+  const x = instant(a), y = instant(b);
+  if (!x || !y) return NaN;
+  if (x.s !== y.s) return x.s < y.s ? -1 : 1;
+  return x.frac === y.frac ? 0 : x.frac < y.frac ? -1 : 1;
+}
+
+function instant(t) {
+  const m = typeof t === 'string' && /^(.+T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$/i.exec(t);
+  const s = m ? Date.parse(m[1] + m[3]) : NaN;
+  return Number.isFinite(s) ? { s, frac: (m[2] || '').padEnd(9, '0').slice(0, 9) } : null;
 }

@@ -379,8 +379,24 @@ export function notifyWhileHidden(session, state, uid, api) {
       icon: '/favicon.svg',
       // count, title: as a push's (src/sw.js), what a recall of one of
       // its messages shows it again with (closeRecalled); after: it stands
-      // for the unread messages after that seq, up to seq.
-      data: { userId: uid, conversationId: ev.conversationId, seq: ev.seq, text, count: unread, title, after: c?.lastReadSeq || 0, url: `/#/c/${ev.conversationId}` },
+      // for the unread messages after that seq, up to seq. edit: the
+      // edit its text is of, 0 as sent, as a push's; a message edited
+      // before its event was encoded (a replay, a relay that lagged)
+      // carries that edit's text and time, not its seq: editedAt, which
+      // orders the edits' events that follow (replaceText) until the
+      // one of that text tells its seq. Without either, an update push
+      // of an older edit would put its text back.
+      data: {
+        userId: uid,
+        conversationId: ev.conversationId,
+        seq: ev.seq,
+        text,
+        ...(text && ev.editedAt ? { editedAt: ev.editedAt } : { edit: 0 }),
+        count: unread,
+        title,
+        after: c?.lastReadSeq || 0,
+        url: `/#/c/${ev.conversationId}`,
+      },
     });
   }
 }
@@ -388,7 +404,8 @@ export function notifyWhileHidden(session, state, uid, api) {
 /**
  * Shows the edited text in the notification that shows the message's text
  * (src/notification.js replaceText, as an update push does; the edit's
- * seq orders it with the update pushes' editSeq). An edit
+ * seq orders it with the update pushes' editSeq, its editedAt with the
+ * edited text a message.new showed). An edit
  * marked bodyHidden (of a message from before our join) says nothing of
  * the text.
  */
@@ -396,7 +413,7 @@ async function showEdited(ev) {
   if (typeof ev.body !== 'string' || ev.bodyHidden) return;
   const reg = await navigator.serviceWorker.getRegistration();
   if (!reg) return;
-  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) await replaceText(reg, n, ev.targetSeq, ev.body, ev.seq);
+  for (const n of await reg.getNotifications({ tag: `conv-${ev.conversationId}` })) await replaceText(reg, n, ev.targetSeq, ev.body, ev.seq, ev.editedAt);
 }
 
 /**

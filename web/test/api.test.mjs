@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { Api } from '../src/api.js';
+import { Api, INBOX_PAGES } from '../src/api.js';
 import { ChatState } from '../src/store/state.js';
 import { Sync } from '../src/store/sync.js';
 
@@ -169,6 +169,64 @@ test('a conversation that gets a message while the inbox is read page by page is
   await sync.refreshInbox();
   assert.ok(state.conv(230), 'the conversation that moved up while the inbox was paged was dropped as if the user had left it');
   assert.equal(state.conversations.size, 250);
+});
+
+/** An api whose inbox lists convs ids (most recent first) in keyset pages, counting its reads. */
+function pagedInbox(ids) {
+  const api = new Api('token');
+  api.reads = 0;
+  api.request = async (method, path) => {
+    api.reads++;
+    const q = new URL(path, 'http://x').searchParams;
+    const limit = Number(q.get('limit'));
+    const from = q.get('cursor') ? Number(q.get('cursor')) : 0;
+    const page = ids(from, limit);
+    return {
+      conversations: page.map((id) => ({ id, type: 'GROUP', title: `g${id}`, lastSeq: 1, lastReadSeq: 1, unread: 0 })),
+      nextCursor: page.length === limit ? String(from + limit) : '',
+    };
+  };
+  return api;
+}
+
+test('a user in more conversations than one inbox read follows keeps those past its bound: not taken for ones they left', async () => {
+  // chatd bounds no user's memberships: 100 more than INBOX_PAGES pages of 200.
+  const total = INBOX_PAGES * 200 + 100;
+  const api = pagedInbox((from, limit) => Array.from({ length: Math.max(0, Math.min(limit, total - from)) }, (_, i) => from + i + 1));
+  const state = new ChatState(1);
+  // Held already (an earlier read, their events): the last one is open.
+  state.setInbox(Array.from({ length: total }, (_, i) => ({ id: i + 1, type: 'GROUP', title: `g${i + 1}`, lastSeq: 1, lastReadSeq: 1, unread: 0 })));
+  state.openId = total;
+  const removed = [];
+  state.addEventListener('removed', (e) => removed.push(e.detail));
+  const sync = new Sync(state, api, new EventTarget());
+  sync.loadMissingMembers = async () => {};
+  const warned = [];
+  const warn = console.warn;
+  console.warn = (...a) => warned.push(a.join(' '));
+  try {
+    await sync.refreshInbox();
+  } finally {
+    console.warn = warn;
+  }
+  assert.equal(api.reads, INBOX_PAGES + 1, 'the bound pages, and the first again');
+  assert.deepEqual(removed.slice(0, 5), [], `${removed.length} conversations past the bound were dropped as if the user had left them`);
+  assert.equal(state.conversations.size, total);
+  assert.ok(state.conv(total), 'the open conversation past the bound was closed');
+  assert.equal(state.openId, total);
+  assert.equal(warned.length, 1, 'a read cut short says so on the console');
+  assert.match(warned[0], /10000 conversations/);
+});
+
+test('an inbox read of a runaway server (pages without end) ends, and says it is cut short; one that ends says it is complete', async () => {
+  const api = pagedInbox((from, limit) => Array.from({ length: limit }, (_, i) => from + i + 1));
+  const list = await api.inbox();
+  assert.equal(api.reads, INBOX_PAGES + 1);
+  assert.equal(list.length, INBOX_PAGES * 200);
+  assert.equal(list.complete, false);
+  const whole = await pagedInbox((from, limit) => Array.from({ length: Math.max(0, Math.min(limit, 450 - from)) }, (_, i) => from + i + 1)).inbox();
+  assert.equal(whole.length, 450);
+  assert.equal(whole.complete, true);
 });
 
 test("chatd's time is read from its answers' Date: a page whose clock is minutes off compares events' times with chatd's clock, not its own", async () => {

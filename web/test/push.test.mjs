@@ -6,6 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { disablePush, enablePush, notifyWhileHidden } from '../src/push.js';
+import { replaceText } from '../src/notification.js';
 import { ChatState } from '../src/store/state.js';
 import { Sync } from '../src/store/sync.js';
 
@@ -262,6 +263,47 @@ test('a notification showing a photo\'s caption drops it when the caption is cle
     await settle();
     assert.deepEqual(page.shown.map((n) => n.body), ['the view', 'New message'], 'the cleared caption is not left on the screen');
     assert.equal(page.shown[1].silent, true);
+  } finally {
+    page.undo();
+  }
+});
+
+test('a notification the hidden page showed of a message edited before its event (a replay after a reconnect) keeps that text: the events of the edits before it, and a late update push of one, do not put theirs back', async () => {
+  const page = hiddenPage();
+  try {
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: () => group }, ME);
+    const send = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
+    // Sent, then edited twice within one millisecond (chatd writes
+    // microseconds) while the page was away; its session's replay brings
+    // the message as it is now, then both edits.
+    const ms = new Date(Date.now() - 3000).toISOString().replace(/Z$/, '');
+    const [first, second] = [`${ms}456Z`, `${ms}789Z`];
+    send({ type: 'message.new', conversationId: 5, seq: 5, senderId: 2, body: 'see you at 11', createdAt: new Date(Date.now() - 4000).toISOString(), editedAt: second });
+    send({ type: 'message.edited', conversationId: 5, seq: 6, targetSeq: 5, senderId: 2, body: 'see you at 10', editedAt: first });
+    await settle();
+    const [shown] = await page.onScreen();
+    assert.equal(shown.body, 'see you at 11', 'the replayed event of an older edit put its text back');
+    send({ type: 'message.edited', conversationId: 5, seq: 7, targetSeq: 5, senderId: 2, body: 'see you at 11', editedAt: second });
+    await settle();
+    let [n] = await page.onScreen();
+    assert.deepEqual([n.body, n.data.edit], ['see you at 11', 7], 'the notification does not know the edit its text is of');
+    // The first edit's update push, come late (push services keep no
+    // order), as the service worker applies it (src/sw.js).
+    const reg = await navigator.serviceWorker.getRegistration();
+    await replaceText(reg, n, 5, 'see you at 10', 6);
+    [n] = await page.onScreen();
+    assert.equal(n.body, 'see you at 11', "an older edit's update push put its text back");
+    // A newer edit's still shows.
+    await replaceText(reg, n, 5, 'see you at 12', 8);
+    [n] = await page.onScreen();
+    assert.deepEqual([n.body, n.data.edit, n.silent], ['see you at 12', 8, true]);
+    // A message as sent: its text is of no edit (0), as a push's is.
+    send({ type: 'message.new', conversationId: 5, seq: 9, senderId: 2, body: 'and lunch?', createdAt: new Date().toISOString() });
+    await settle();
+    [n] = await page.onScreen();
+    assert.deepEqual([n.body, n.data.edit], ['and lunch?', 0]);
   } finally {
     page.undo();
   }

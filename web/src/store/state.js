@@ -79,14 +79,16 @@ export class ChatState extends EventTarget {
   }
 
   /**
-   * Merges a complete inbox listing, read from the server after mark()
-   * returned asOf (by default: read now). Conversations missing from it
-   * were left or removed and are dropped, but not one added since asOf;
-   * one removed since asOf is not brought back. Returns the ids of loaded
-   * conversations whose lastSeq is ahead of what we hold: they need an
-   * afterSeq fetch.
+   * Merges an inbox listing, read from the server after mark() returned
+   * asOf (by default: read now). When it is complete, conversations
+   * missing from it were left or removed and are dropped, but not one
+   * added since asOf; one removed since asOf is not brought back. A
+   * listing cut short (complete false: Api.inbox's page bound) drops
+   * nothing: what it leaves out may still be the user's. Returns the ids
+   * of loaded conversations whose lastSeq is ahead of what we hold: they
+   * need an afterSeq fetch.
    */
-  setInbox(entries, asOf = Infinity) {
+  setInbox(entries, asOf = Infinity, complete = true) {
     const seen = new Set();
     const behind = [];
     for (const e of entries) {
@@ -113,7 +115,7 @@ export class ChatState extends EventTarget {
       if (!c.loaded) c.have = Math.max(c.have, c.lastSeq);
       else if (c.lastSeq > c.have) behind.push(c.id);
     }
-    for (const [id, c] of [...this.conversations]) {
+    for (const [id, c] of complete ? [...this.conversations] : []) {
       if (!seen.has(id) && c.addedAt < asOf) this.drop(id);
     }
     this.inboxLoaded = true;

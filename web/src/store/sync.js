@@ -141,7 +141,11 @@ export class Sync {
           const entries = await this.api.inbox(this.req('inbox'));
           const open = this.state.openId;
           const held = open !== null && this.state.conv(open) !== null;
-          const behind = this.state.setInbox(entries, asOf);
+          // Cut short by the page bound: nothing unlisted is taken for
+          // left (a conversation held open stays open too).
+          const complete = entries.complete !== false;
+          if (!complete) console.warn(`chatd: the inbox was read up to its first ${entries.length} conversations; those after them are kept as they are`);
+          const behind = this.state.setInbox(entries, asOf, complete);
           // The open one is no longer listed: removed, its member.removed
           // not heard (a full queue keeps the stream's entries only). It
           // closes as on the event, or it would stay open blank, and
