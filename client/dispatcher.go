@@ -46,8 +46,9 @@ type dispatcher struct {
 	// in (forgetLeft): on a persistent session chatd may still be
 	// replaying what the leave owed, and those entries are handed on
 	// without tracking the conversation again, since no member.removed
-	// will come to forget it. The user's member.added, or an inbox that
-	// lists it, ends that.
+	// will come to forget it. The user's member.added (or its entry, the
+	// event being dropped: see ownJoin), or an inbox that lists it, ends
+	// that.
 	gone map[int64]bool
 	// owed is, per gone conversation that a live member.removed
 	// dropped, that event's seq: the leave owes entries up to it
@@ -294,9 +295,7 @@ func (d *dispatcher) handle(payload []byte) {
 		d.emit(ev)
 	case ev.Type == EventMemberAdded:
 		if ev.UserID == d.c.cfg.UserID {
-			delete(d.gone, ev.ConversationID) // a member again: tracked from its events
-			delete(d.owed, ev.ConversationID)
-			d.changedLive(ev.ConversationID)
+			d.addedLive(ev.ConversationID)
 			d.noteJoined(ev.ConversationID, ev.Seq)
 		}
 		d.emit(ev)
@@ -308,6 +307,20 @@ func (d *dispatcher) handle(payload []byte) {
 	default:
 		d.emit(ev)
 	}
+}
+
+// addedLive notes that the user was added to conv live: a member again,
+// tracked from its events.
+func (d *dispatcher) addedLive(conv int64) {
+	delete(d.gone, conv)
+	delete(d.owed, conv)
+	d.changedLive(conv)
+}
+
+// ownJoin reports whether entry ev is the system entry of the user's own
+// member.added: the first entry of their membership.
+func (d *dispatcher) ownJoin(ev Event) bool {
+	return ev.Type == EventSystemNew && ev.Action == string(chat.SystemMemberAdded) && ev.UserID == d.c.cfg.UserID
 }
 
 // noteJoined records that the user became a member of conv live, from
@@ -367,7 +380,8 @@ func (d *dispatcher) message(ev Event, slim bool) {
 				return
 			}
 			if d.gone[conv] {
-				if owed, ok := d.owed[conv]; ok && seq > owed {
+				owed, owes := d.owed[conv]
+				if owes && seq > owed {
 					// Past what the leave owed: a member again. Tracked
 					// from the leave, as a catch-up whose inbox lists it
 					// would, so that the entries between (written while
@@ -378,12 +392,22 @@ func (d *dispatcher) message(ev Event, slim bool) {
 					d.message(ev, slim)
 					return
 				}
-				// What the leave owed, replayed after the catch-up
-				// found the user gone: theirs, but not tracked.
-				if d.emit(ev) {
-					d.left[conv] = seq
+				if owes || !d.ownJoin(ev) {
+					// What the leave owed, replayed after the catch-up
+					// found the user gone: theirs, but not tracked.
+					if d.emit(ev) {
+						d.left[conv] = seq
+					}
+					return
 				}
-				return
+				// The entry of the user's own member.added, the first of
+				// a new membership, where no owed seq tells where the
+				// leave's entries end (the catch-up found the user
+				// gone): it stands for the member.added event, which
+				// chatd drops with the other live events past a
+				// session's queue (an entry it never drops), and the
+				// conversation is tracked from it, as after that event.
+				d.addedLive(conv)
 			}
 			delete(d.left, conv)
 		}

@@ -147,7 +147,16 @@
 // on sending after either (entries committed before it that had not
 // reached the connection), is handed on without bringing it back (the
 // user's member.added does, from its next entry on, as chatd's stream
-// goes on after a re-add). Added back while offline, with no member.added
+// goes on after a re-add). chatd may drop that member.added, as any live
+// event: a session whose queue of live events overflowed (its client
+// read too slowly) drops them and catches the entries up from
+// PostgreSQL, so the entries of the new membership come and the event
+// does not. Its entry does (system.new, action member.added, naming the
+// user): the first of the new membership, it brings the conversation
+// back as the event would. The leave's seq does that already after a live
+// member.removed (below), and a conversation the user was not in before
+// in this run starts at its first entry anyway, so it matters where the
+// catch-up found the user gone. Added back while offline, with no member.added
 // (it is not replayed), the user has the conversation brought back by an
 // inbox that lists it again, or by an entry past the seq of the
 // member.removed (what a persistent session replays of the new

@@ -96,6 +96,9 @@ type Server struct {
 	transferIdle time.Duration
 	// slowTimeout replaces delivery's SlowTimeout when set (tests).
 	slowTimeout time.Duration
+	// deliveryQueue replaces delivery's QueueSize when set
+	// (WithDeliveryQueueSize).
+	deliveryQueue int
 	// thumbnailWait replaces attach's ThumbnailWait when set (tests).
 	thumbnailWait time.Duration
 	// extraWorkers run with the node's own (tests of a worker that does
@@ -113,6 +116,12 @@ type Option func(*Server)
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(s *Server) { s.tracer = tracing.New(tp) }
 }
+
+// WithDeliveryQueueSize has each session hold at most n live events
+// waiting to be written (delivery.Options.QueueSize, 1024) before it drops
+// them and catches up from PostgreSQL: tests of what a client gets after
+// such an overflow make one with a few events.
+func WithDeliveryQueueSize(n int) Option { return func(s *Server) { s.deliveryQueue = n } }
 
 // Start brings a node up; on error everything started so far is stopped.
 func Start(ctx context.Context, st config.Settings, log *slog.Logger, opts ...Option) (_ *Server, err error) {
@@ -428,6 +437,7 @@ func (s *Server) startCore(ctx context.Context, st config.Settings, limits chat.
 		LargeGroup:  st.LargeGroup,
 		CursorFlush: st.CursorFlush,
 		SlowTimeout: s.slowTimeout,
+		QueueSize:   s.deliveryQueue,
 		Logger:      log.With("component", "delivery"),
 		Metrics:     delivery.NewMetrics(s.Registry),
 		Delivered:   delivered,
