@@ -10,6 +10,7 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/delivery"
 	"github.com/chatd/chatd/internal/testkit"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // In a busy group whose messages another node writes, every read receipt
@@ -76,7 +77,8 @@ func TestAReceiptDroppedForAFullQueueOfWaitingEventsCostsNoCatchUpQuery(t *testi
 	st, f, rec, conv, _ := nodeOfRecord(t)
 	counted := &countedSince{DeliveryStore: f.sessions}
 	const gapWait, qs = 200 * time.Millisecond, 4
-	h := startHub(t, counted, delivery.Options{GapWait: gapWait, QueueSize: qs})
+	m := delivery.NewMetrics(nil)
+	h := startHub(t, counted, delivery.Options{GapWait: gapWait, QueueSize: qs, Metrics: m})
 	u2 := attachUser(t, h, f, "u2", 2, false, true, true)
 	for _, ev := range sendSeqsAs(t, st, rec, conv.ID, 1, 1) { // warms the member index
 		h.Deliver(ev)
@@ -112,4 +114,8 @@ func TestAReceiptDroppedForAFullQueueOfWaitingEventsCostsNoCatchUpQuery(t *testi
 	testkit.Never(t, 2*gapWait, "a catch-up query for the dropped receipt's entry", func() bool {
 		return counted.n.Load() > before
 	})
+	// Operators see what was lost: a live notification is not caught up.
+	if n := testutil.ToFloat64(m.EventsDropped); n != 1 {
+		t.Errorf("chat_delivery_events_dropped_total = %v, want 1 (the receipt past QueueSize)", n)
+	}
 }

@@ -144,6 +144,9 @@ func (h *Hub) Deliver(ev chat.Event) {
 	select {
 	case h.events <- ev:
 	default:
+		if !ev.IsEntry() {
+			h.opts.Metrics.EventsDropped.Inc()
+		}
 		if !h.overflow.Swap(true) {
 			h.opts.Metrics.Overflows.Inc()
 			h.opts.Logger.Warn("delivery hub queue full; sessions will catch up from PostgreSQL")

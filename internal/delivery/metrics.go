@@ -16,6 +16,7 @@ type Metrics struct {
 	Strays         prometheus.Counter
 	TooLarge       prometheus.Counter
 	DirectDropped  prometheus.Counter
+	EventsDropped  prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
@@ -33,10 +34,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		CursorErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_cursor_flush_errors_total", Help: "Failed delivered-cursor flushes (retried)."}),
 		TooLarge:      prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_too_large_total", Help: "Publishes discarded unwritten because they exceed the client's MQTT 5 Maximum Packet Size (its seq is a gap the client fills through history)."}),
 		DirectDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_direct_dropped_total", Help: "Error events and RPC replies dropped because their connection left 1,024 of them unwritten (it reads or acknowledges nothing)."}),
+		EventsDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_events_dropped_total", Help: "Live notifications (read.updated, delivery.updated, member.*, conversation.*, typing, presence, profile.updated) dropped because the hub's or a session's queue was full: unlike entries they are not caught up (clients refresh the inbox)."}),
 		Strays:        prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_strays_total", Help: "Entries routed to a session of a user it does not know to be a member (not delivered; the session re-reads its conversations)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Sessions, m.Delivered, m.Acked, m.Replayed, m.RecentHits, m.SlowDisconnect, m.Overflows, m.Latency, m.CursorErrors, m.Strays, m.TooLarge, m.DirectDropped)
+		reg.MustRegister(m.Sessions, m.Delivered, m.Acked, m.Replayed, m.RecentHits, m.SlowDisconnect, m.Overflows, m.Latency, m.CursorErrors, m.Strays, m.TooLarge, m.DirectDropped, m.EventsDropped)
 	}
 	return m
 }

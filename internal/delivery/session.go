@@ -170,6 +170,9 @@ func (s *Session) offerLocked(it item) {
 	}
 	if it.kind == kMsg || it.kind == kEvent || it.kind == kTyping {
 		if s.boxLive >= s.hub.opts.QueueSize {
+			if it.kind != kMsg {
+				s.hub.opts.Metrics.EventsDropped.Inc()
+			}
 			if !s.overflow {
 				s.overflow = true
 				s.hub.opts.Metrics.Overflows.Inc()
@@ -590,12 +593,14 @@ func (s *Session) accept(it item) {
 	case kDirect, kAfter:
 		s.pending = append(s.pending, it)
 	case kEvent:
-		if s.ready && len(s.pending) < s.hub.opts.QueueSize {
-			if it.conv == 0 {
-				s.pending = append(s.pending, it) // presence, profiles
-			} else {
-				s.admit(it)
-			}
+		switch {
+		case !s.ready:
+		case len(s.pending) >= s.hub.opts.QueueSize:
+			s.hub.opts.Metrics.EventsDropped.Inc()
+		case it.conv == 0:
+			s.pending = append(s.pending, it) // presence, profiles
+		default:
+			s.admit(it)
 		}
 	case kTyping:
 		// Only in a conversation the session follows as a member, and
@@ -605,8 +610,12 @@ func (s *Session) accept(it item) {
 		// keeps the removed member's stream behind that seq, so the
 		// member index's stale word does not reach them.
 		st := s.streams[it.conv]
-		if st != nil && st.end == 0 && st.next > it.seq && s.ready && len(s.pending) < s.hub.opts.QueueSize {
-			s.pending = append(s.pending, it)
+		if st != nil && st.end == 0 && st.next > it.seq && s.ready {
+			if len(s.pending) < s.hub.opts.QueueSize {
+				s.pending = append(s.pending, it)
+			} else {
+				s.hub.opts.Metrics.EventsDropped.Inc()
+			}
 		}
 	case kJoin:
 		if s.stale(it) {
@@ -783,6 +792,7 @@ func (s *Session) admit(it item) {
 			return
 		default:
 			if full {
+				s.hub.opts.Metrics.EventsDropped.Inc()
 				return
 			}
 			if st.awaits(it.seq, time.Now()) {
@@ -794,6 +804,7 @@ func (s *Session) admit(it item) {
 		}
 	}
 	if full {
+		s.hub.opts.Metrics.EventsDropped.Inc()
 		return
 	}
 	if s.later == nil {
@@ -825,8 +836,12 @@ func (s *Session) releaseLater() {
 		} else if !w.blind {
 			d = laterDrop
 		}
-		if d == laterSend && s.ready && len(s.pending) < s.hub.opts.QueueSize {
-			s.pending = append(s.pending, w.it)
+		if d == laterSend && s.ready {
+			if len(s.pending) < s.hub.opts.QueueSize {
+				s.pending = append(s.pending, w.it)
+			} else {
+				s.hub.opts.Metrics.EventsDropped.Inc()
+			}
 		}
 		return d == laterWait
 	})
