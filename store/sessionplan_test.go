@@ -24,7 +24,7 @@ func TestConnectLooksUpOnlyTheUsersConversationsOnAnUnanalyzedDatabase(t *testin
 		WITH c AS (INSERT INTO conversation (type, last_seq) SELECT 'DIRECT', 7 FROM generate_series(1, 10000) RETURNING id)
 		INSERT INTO conversation_member (conversation_id, user_id)
 		SELECT c.id, 1000000 + 2 * (c.id - (SELECT min(id) FROM c)) + u FROM c, generate_series(0, 1) AS u`)
-	pool.Reset() // every backend so far exits and flushes its statistics
+	flushStats(t, pool)
 	before := seqScanCounts(t, pool, tables)
 
 	ss := store.NewSessions(pool)
@@ -41,7 +41,7 @@ func TestConnectLooksUpOnlyTheUsersConversationsOnAnUnanalyzedDatabase(t *testin
 			t.Fatalf("cursors of user %d: %+v, want one conversation delivered to 7 of 7 with 2 members", u, cursors)
 		}
 	}
-	pool.Reset()
+	flushStats(t, pool)
 	for _, tbl := range tables {
 		if after := seqScans(t, pool, tbl); after != before[tbl] {
 			t.Errorf("%d sequential scans of %s for 40 connects; a connect must look up the user's conversations by key", after-before[tbl], tbl)
