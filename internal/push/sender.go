@@ -808,6 +808,18 @@ WHERE id = $1 AND claims = $3 AND state = 'sending'`, r.id, r.refused, r.claims)
 			noPush, noPushClaims = append(noPush, r.id), append(noPushClaims, r.claims)
 		}
 	}
+	if ends := slices.Concat(done, waiting); len(ends) > 0 {
+		// The claims that reached no device are locked first, as a
+		// decision locks notifications (newest first), by a statement of
+		// their own: the statements that drop what a recall or an edit
+		// owed for them (unsentOwedSQL) then read every such job a
+		// decision committed before it let go of them, and no decision
+		// owes one for them after (it finds them handed back, or gone).
+		// Locked in the statement that reads the owed jobs, a remove a
+		// decision made while it waited would escape that statement's
+		// snapshot, and go out for a notification on no device.
+		b.Queue(`SELECT 1 FROM push_job WHERE id = ANY($1) ORDER BY id DESC FOR UPDATE`, ends)
+	}
 	if len(gone) > 0 {
 		// Counted as deleted once committed, and once per device: two
 		// pushes in flight to one dead device both answer 410.
