@@ -139,7 +139,10 @@
 // notification waiting for its retry is never sent once a newer one of
 // its pair waits (it would replace the newer one on the devices): the
 // newer one takes it over when claimed, covering and counting its
-// messages too, and the older is kept as sent.
+// messages too, and the older is kept as sent. What the older one's
+// claim owed should it reach no device (recalled_older: removes for the
+// notification before it) is the newer claim's then, owed if that one
+// reaches none.
 //
 // # Coalescing and the minimum interval
 //

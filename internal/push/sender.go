@@ -39,7 +39,8 @@ import (
 // would replace the newer one on the devices. The newer one takes it
 // over when claimed: it covers and counts its messages too, and the older
 // one is kept as sent (it may be on a device; a recall looks at the
-// pair's newest claimed one).
+// pair's newest claimed one), and what its claim owed should it reach no
+// device (recalled_older) is owed by the newer one's.
 // A notification whose claim's lease ran out before its send started is
 // handed back by takeBackSQL, in the claim's transaction, before this
 // reads: until then (a lock it skipped) neither it nor another job of its
@@ -84,6 +85,7 @@ WITH l AS (
 ), j AS (
     UPDATE push_job p SET state = 'sending', lease_until = now() + make_interval(secs => $2),
                           attempts = p.attempts + 1, claims = p.claims + 1, count = p.count + COALESCE(o.n, 0),
+                          recalled_older = p.recalled_older + COALESCE(ro.t, '{}'),
                           (covered, seq) = (
         -- A first claim (pending: nothing of it reached a device) keeps
         -- the messages its notification stands for (counts, and previews
@@ -109,6 +111,15 @@ WITH l AS (
         CROSS JOIN LATERAL unnest(o.covered) x
         WHERE q.id = c.id AND q.kind = 'message' AND o.kind = 'message' AND o.state = 'sending' AND o.id < q.id
     ) o ON true
+    LEFT JOIN LATERAL (
+        -- What the notifications it takes over owed should their claims
+        -- reach no device (recalled_older): now owed should this one
+        -- reach none.
+        SELECT range_agg(x) AS t
+        FROM push_job q JOIN push_job o ON o.conversation_id = q.conversation_id AND o.user_id = q.user_id
+        CROSS JOIN LATERAL unnest(o.recalled_older) x
+        WHERE q.id = c.id AND q.kind = 'message' AND o.kind = 'message' AND o.state = 'sending' AND o.id < q.id
+    ) ro ON true
     WHERE p.id = c.id
     RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.claims, p.device_ids, p.covered, p.kafka_sent, p.refused,
               p.started, c.first_claim

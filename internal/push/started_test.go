@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestARecallOfAMessageWhosePushsLeaseRanOutUnsentSendsNoRemove: bob's
@@ -97,4 +98,43 @@ func TestAPushWhoseSendAStoppingNodeCutBeforeAnyRequestWentOutWaitsAgain(t *test
 	r.start(nil)
 	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
 	r.quiet("bob", 0, 500*time.Millisecond)
+}
+
+// TestARecallOfAShownMessageRemovesItWhenTheNewerPushThatTookOverTheRetriedOneReachesNoDevice:
+// bob's devices show the notification of "zero". The one of "one" was
+// claimed, "zero" recalled meanwhile (the remove is owed should that claim
+// reach no device), and its send reached none: it waits for a retry. The
+// notification of "two" takes it over when claimed, and is then skipped:
+// bob's devices still show "zero", recalled. They get a remove of "zero".
+func TestARecallOfAShownMessageRemovesItWhenTheNewerPushThatTookOverTheRetriedOneReachesNoDevice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRig(t)
+	p, conv, zero, _, c := r.bobShownZeroAndClaimedOne()
+	dev := r.count(`SELECT id FROM push_device WHERE user_id = 2`)
+	r.recall(conv, 1, zero)
+	if _, err := r.decide(ctx, p, conv); err != nil {
+		t.Fatal(err)
+	}
+	if err := push.MarkStarted(ctx, p, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := push.WriteResult(ctx, p, c, "retry", dev); err != nil {
+		t.Fatal(err)
+	}
+	r.send(conv, 1, "two")
+	r.decideAll(p, []int64{conv}, 3)
+	var two []push.Claim
+	testkit.WaitFor(t, 5*time.Second, "the notification of two claimed", func() bool {
+		two = r.claims(p, 10, time.Minute)
+		return len(two) == 1
+	})
+	if n := r.count(`SELECT count(*) FROM push_job WHERE user_id = 2 AND kind = 'message' AND state = 'sending'`); n != 1 {
+		t.Fatalf("%d of bob's notifications claimed, want the one of two, which took over the one of one\n%s", n, dumpJobs(r))
+	}
+	if err := push.WriteResult(ctx, p, two[0], "skipped", 0); err != nil {
+		t.Fatal(err)
+	}
+	r.start(nil)
+	wantRemoveOf(r, zero)
 }
