@@ -101,7 +101,7 @@
 // leaving, or a device deleted or registered by another user meanwhile
 // counts; and one whose lease ran out there is not sent (it was claimed
 // again: it goes once). Nothing of it was sent, and the claim after it
-// knows (push_job.started, below): it hands it back first, as a
+// knows (push_job.unsent_claim, below): it hands it back first, as a
 // stopping node does, so a recall sends no remove for it and the
 // minimum interval does not count from it. A remove goes only while a
 // notification of its pair may be on a device (claimed, and kept): one
@@ -224,16 +224,17 @@
 // node's claim alone, also one that node has handed back). A node that dies
 // mid-send leaves its claims to expire: another node (or itself after a
 // restart) sends them again, so a push goes out at least once and at most
-// once more per crash. A notification's first send marks it started
-// (push_job.started, startSQL: one UPDATE right before its first request,
-// made only while the claim still holds it, else nothing is sent; a
-// retry's claims find it marked): a claim whose lease ran out unmarked
-// (it waited in a node's queue) sent nothing, and the claim after it
+// once more per crash. A claim that takes a notification waiting names
+// itself in it (push_job.unsent_claim) and clears that right before its
+// first request goes out (startSQL: one UPDATE, made only while the claim
+// still holds it, else nothing is sent; a retry's claims set nothing): a
+// claim whose lease ran out still named there (it waited in a node's
+// queue) sent nothing, and the claim after it
 // hands it back first (takeBackSQL, in the claim's round trip), as a
 // stopping node would have: a notification waits again, pending, and
 // its first claim is the next one; the pair's other jobs are not claimed
-// until then. One marked is taken for a send whose outcome is not known,
-// as above. A push service that hangs holds one worker for at
+// until then. Any other claim (also one made by a chatd that does not
+// name itself) is taken for a send whose outcome is not known, as above. A push service that hangs holds one worker for at
 // most Timeout, and one user's pushes are at most UserInFlight of those
 // in flight (claimed and leased, by any node: the claim passes over a
 // user at the limit, and claims take turns across nodes under an

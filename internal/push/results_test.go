@@ -347,6 +347,9 @@ func TestARetryAnsweredBeforeANodeStopsIsAnAttempt(t *testing.T) {
 	testkit.WaitFor(t, 5*time.Second, "the phone's 503 answered to the node", func() bool {
 		return counterBy(t, reg, "chat_push_sent_total", "result")["retry"] >= 1
 	})
+	// The laptop's send is in flight (its request arrived) when the stop
+	// cuts it.
+	r.waitRequests(2, 5*time.Second, "the laptop's request at its push service")
 	stop()
 	if n := r.count(`SELECT attempts FROM push_job WHERE user_id = 2`); n != 1 {
 		t.Fatalf("bob's push after the phone answered 503 and the node stopped: attempts %d, want 1 (the phone's send counted)\n%s", n, dumpJobs(r))

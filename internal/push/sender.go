@@ -68,13 +68,13 @@ const claimSQL = `
 WITH l AS (
     SELECT p.id, p.user_id, p.not_before, p.state = 'pending' AS first_claim FROM push_job p
     WHERE p.state <> 'sent' AND p.not_before <= now() AND (p.lease_until IS NULL OR p.lease_until < now())
-      AND NOT (p.kind = 'message' AND p.state = 'sending' AND NOT p.started AND p.lease_until IS NOT NULL)
+      AND NOT (p.kind = 'message' AND p.state = 'sending' AND p.unsent_claim IS NOT DISTINCT FROM p.claims AND p.lease_until IS NOT NULL)
       AND NOT EXISTS (
           SELECT 1 FROM push_job o
           WHERE o.conversation_id = p.conversation_id AND o.user_id = p.user_id AND o.id <> p.id AND o.state <> 'sent'
             AND (o.lease_until >= now() OR (p.kind = 'message' AND o.kind IN ('remove', 'update'))
                  OR (p.kind = 'message' AND o.kind = 'message' AND o.id > p.id)
-                 OR (o.kind = 'message' AND o.state = 'sending' AND NOT o.started AND o.lease_until IS NOT NULL)))
+                 OR (o.kind = 'message' AND o.state = 'sending' AND o.unsent_claim IS NOT DISTINCT FROM o.claims AND o.lease_until IS NOT NULL)))
       AND (SELECT count(*) FROM push_job b WHERE b.user_id = p.user_id AND b.state = 'sending' AND b.lease_until >= now()) < $3
     ORDER BY p.not_before LIMIT $1 FOR UPDATE OF p SKIP LOCKED
 ), c AS (
@@ -86,6 +86,9 @@ WITH l AS (
     UPDATE push_job p SET state = 'sending', lease_until = now() + make_interval(secs => $2),
                           attempts = p.attempts + 1, claims = p.claims + 1, count = p.count + COALESCE(o.n, 0),
                           recalled_older = p.recalled_older + COALESCE(ro.t, '{}'),
+                          -- a notification taken waiting: nothing of this
+                          -- claim is sent until markStarted clears it
+                          unsent_claim = CASE WHEN p.state = 'pending' AND p.kind = 'message' THEN p.claims + 1 END,
                           (covered, seq) = (
         -- A first claim (pending: nothing of it reached a device) keeps
         -- the messages its notification stands for (counts, and previews
@@ -122,7 +125,7 @@ WITH l AS (
     ) ro ON true
     WHERE p.id = c.id
     RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.claims, p.device_ids, p.covered, p.kafka_sent, p.refused,
-              p.started, c.first_claim
+              p.unsent_claim IS DISTINCT FROM p.claims AS started, c.first_claim
 ), taken AS (
     UPDATE push_job o SET state = 'sent', lease_until = NULL, device_ids = NULL
     FROM j
@@ -145,7 +148,7 @@ WITH j AS (
     WHERE id = $1 AND claims = $2 AND state = 'sending' AND lease_until > now()
     -- first_claim is the claim's to know (the worker keeps it)
     RETURNING id, kind, user_id, conversation_id, seq, count, sender_id, attempts, claims, device_ids, covered, kafka_sent, refused,
-              started, false AS first_claim
+              unsent_claim IS DISTINCT FROM claims AS started, false AS first_claim
 )` + readJobSQL
 
 // readJobSQL reads, for the claimed jobs j, what sending them needs
@@ -292,8 +295,9 @@ type job struct {
 	// firstClaim: the claim found it waiting (pending): no claim before
 	// it sent anything of it (handBack)
 	firstClaim bool
-	// started: a claim began sending it (push_job.started), this one
-	// (markStarted) or one before it
+	// started: not a claim that took it waiting and sent nothing yet
+	// (push_job.unsent_claim): a claim before it may have sent it, or
+	// this one did (markStarted)
 	started bool
 }
 
@@ -333,10 +337,7 @@ type result struct {
 	release bool // not attempted (shutdown): hand the claim back as it was
 	// back: a release of a notification's first claim, nothing of it
 	// sent: it waits again (pending), as before the claim (handBack)
-	back bool
-	// unstart: a release whose claim sent nothing, and no claim before it
-	// had started (push_job.started goes back to false)
-	unstart bool
+	back    bool
 	uncount bool // retry: sends were cancelled by a stopping node, no attempt
 	// kafkaSent: devices Kafka accepted the push for whose webhook send
 	// is owed again (retry, release): not written to Kafka again.
@@ -417,8 +418,7 @@ func (p *Pusher) send(ctx context.Context) {
 // send, a node that died mid-send), so the notification may be on a
 // device.
 func handBack(j *job) result {
-	return result{id: j.id, attempts: j.attempts, claims: j.claims, release: true, back: j.firstClaim && j.kind == TypeMessage,
-		unstart: !j.started}
+	return result{id: j.id, attempts: j.attempts, claims: j.claims, release: true, back: j.firstClaim && j.kind == TypeMessage}
 }
 
 func (p *Pusher) claimLoop(ctx context.Context, queue chan *job) {
@@ -535,7 +535,7 @@ const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('chat.push.c
 
 // takeBackSQL hands back, as a stopping node does (handBack), the
 // notifications whose claim's lease ran out before its send started
-// (push_job.started: it waited in a node's queue, whose recheck then
+// (push_job.unsent_claim: it waited in a node's queue, whose recheck then
 // finds the lease gone and sends nothing): nothing of them reached a
 // device. Each waits again (pending, merged into the pair's notification
 // that came to wait meanwhile), the pair's last push is forgotten (the
@@ -561,7 +561,8 @@ WITH w AS (
 
 // unstartedSQL is whether job p is a notification whose claim's lease ran
 // out before its send started (takeBackSQL).
-const unstartedSQL = `p.state = 'sending' AND p.not_before <= now() AND p.lease_until < now() AND p.kind = 'message' AND NOT p.started`
+const unstartedSQL = `p.state = 'sending' AND p.not_before <= now() AND p.lease_until < now() AND p.kind = 'message'
+  AND p.unsent_claim = p.claims`
 
 // lockUnstartedSQL locks what takeBackSQL takes back, in a statement of
 // its own (as resultBatch does the claims that reached no device): a
@@ -583,11 +584,11 @@ func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Dur
 	return p.readJobs(ctx, tx, claimSQL, n, lease.Seconds(), p.cfg.UserInFlight, p.cfg.MaxAge.Seconds())
 }
 
-// startSQL marks claim $2 of job $1 as started (push_job.started), while
+// startSQL marks claim $2 of job $1 as started (push_job.unsent_claim), while
 // it is still that claim's and leased: right before its first request
 // goes out. No row: the lease ran out, the job is another claim's (or
 // will be), and nothing is sent.
-const startSQL = `UPDATE push_job SET started = true
+const startSQL = `UPDATE push_job SET unsent_claim = NULL
 WHERE id = $1 AND claims = $2 AND state = 'sending' AND lease_until > now()`
 
 // markStarted runs startSQL for j: false when the claim is over.
@@ -881,7 +882,6 @@ func resultBatch(rs []result, deleted *int64) *pgx.Batch {
 		doneClaims, shownClaims, pushedClaims       []int
 		releasedClaims, noPushClaims, waitingClaims []int
 		retries                                     []result
-		releasedUnstart                             []bool
 		b                                           pgx.Batch
 	)
 	// A result is written only while its claim holds the job: the same
@@ -913,7 +913,6 @@ WHERE id = $1 AND claims = $3 AND state = 'sending'`, r.id, r.refused, r.claims)
 				waiting, waitingClaims = append(waiting, r.id), append(waitingClaims, r.claims)
 			} else {
 				released, releasedClaims = append(released, r.id), append(releasedClaims, r.claims)
-				releasedUnstart = append(releasedUnstart, r.unstart)
 			}
 			if r.attempts == 1 {
 				// Handed back unsent: its claim was no push either.
@@ -1026,11 +1025,10 @@ WHERE n.id = r.id AND n.claims = r.claims AND n.state = 'sent'
 	if len(released) > 0 {
 		// Only the claims this node still holds: one whose lease ran out
 		// while it waited in the queue may be another claim's now, which
-		// must keep its lease and count. One whose claim sent nothing
-		// has not started, unless a claim before it had (unstart).
-		b.Queue(`UPDATE push_job p SET lease_until = NULL, attempts = p.attempts - 1, started = p.started AND NOT r.unstart
-FROM unnest($1::bigint[], $2::int[], $3::bool[]) AS r(id, claims, unstart)
-WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'`, released, releasedClaims, releasedUnstart)
+		// must keep its lease and count.
+		b.Queue(`UPDATE push_job p SET lease_until = NULL, attempts = p.attempts - 1
+FROM unnest($1::bigint[], $2::int[]) AS r(id, claims)
+WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'`, released, releasedClaims)
 	}
 	if len(waiting) > 0 {
 		// After noPush, which reads them claimed. Still this claim's (as
@@ -1063,7 +1061,7 @@ const waitAgainSQL = `, ` + unsentOwedSQL + `, merged AS (
 ), gone AS (
     DELETE FROM push_job p USING merged m WHERE p.id = m.id
 )
-UPDATE push_job p SET state = 'pending', lease_until = NULL, attempts = p.attempts - 1, recalled_older = '{}', started = false
+UPDATE push_job p SET state = 'pending', lease_until = NULL, attempts = p.attempts - 1, recalled_older = '{}', unsent_claim = NULL
 FROM w WHERE p.id = w.id AND w.id NOT IN (SELECT id FROM merged)`
 
 // unsentOwedSQL is CTEs that, for the notifications w (user_id,
