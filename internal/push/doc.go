@@ -229,13 +229,13 @@
 // first request goes out (startSQL: one UPDATE, made only while the claim
 // still holds it, else nothing is sent; a retry's claims set nothing): a
 // claim whose lease ran out still named there (it waited in a node's
-// queue) sent nothing, and the claim after it
-// hands it back first (takeBackSQL, in the claim's round trip), as a
-// stopping node would have: a notification waits again, pending, and
-// its first claim is the next one; the pair's other jobs are not claimed
-// until then. Any other claim (also one made by a chatd that does not
-// name itself) is taken for a send whose outcome is not known, as above. A push service that hangs holds one worker for at
-// most Timeout, and one user's pushes are at most UserInFlight of those
+// queue) sent nothing, and the claim after it hands it back first
+// (takeBackSQL, in the claim's round trip), as a stopping node would
+// have: a notification waits again, pending, and its first claim is the
+// next one; the pair's other jobs are not claimed until then. Any other
+// claim (also one made by a chatd that does not name itself) is taken
+// for a send whose outcome is not known, as above. A push service that
+// hangs holds one worker for at most Timeout, and one user's pushes are at most UserInFlight of those
 // in flight (claimed and leased, by any node: the claim passes over a
 // user at the limit, and claims take turns across nodes under an
 // advisory lock, so each counts what the others claimed), so a user
