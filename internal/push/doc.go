@@ -67,7 +67,8 @@
 // collapse key do) may be on a device (a claim whose send's outcome is
 // not known, its node having died mid-send, too; a first claim a
 // stopping node handed back before sending it is waiting again:
-// pending): when it is the pair's newest
+// pending, and so is one whose lease ran out before its send started,
+// once the next claim hands it back): when it is the pair's newest
 // claimed one, the user gets a remove job, due at once, also when the
 // user has left the conversation since (a member's claimed notifications
 // and removes outlive the membership, chat_member_push_forget; a remove
@@ -99,9 +100,13 @@
 // just before it is sent (recheckSQL): a recall, a read, a block, a mute,
 // leaving, or a device deleted or registered by another user meanwhile
 // counts; and one whose lease ran out there is not sent (it was claimed
-// again: it goes once). A remove goes only while a notification of its
-// pair may be on a device (claimed, and kept): one for a notification
-// that never left the queue has nothing to take away.
+// again: it goes once). Nothing of it was sent, and the claim after it
+// knows (push_job.unsent_claim, below): it hands it back first, as a
+// stopping node does, so a recall sends no remove for it and the
+// minimum interval does not count from it. A remove goes only while a
+// notification of its pair may be on a device (claimed, and kept): one
+// for a notification that never left the queue has nothing to take
+// away.
 //
 // # Edits
 //
@@ -134,7 +139,10 @@
 // notification waiting for its retry is never sent once a newer one of
 // its pair waits (it would replace the newer one on the devices): the
 // newer one takes it over when claimed, covering and counting its
-// messages too, and the older is kept as sent.
+// messages too, and the older is kept as sent. What the older one's
+// claim owed should it reach no device (recalled_older: removes for the
+// notification before it) is the newer claim's then, owed if that one
+// reaches none.
 //
 // # Coalescing and the minimum interval
 //
@@ -143,7 +151,8 @@
 // MinInterval after the pair's last push that reached a device
 // (push_last.pushed_at: recorded by a notification's first claim, and
 // forgotten again when that claim reached no device: skipped, handed
-// back by a stopping node, refused by every device, or owed to them
+// back by a stopping node or by the claim after one whose lease ran out
+// before its send started, refused by every device, or owed to them
 // again, a push service that could not be reached or answered a retry
 // having buzzed nothing; recorded again by a retry that reaches one; a
 // claim whose send a stopping node cancelled after a device got it was a
@@ -215,8 +224,18 @@
 // node's claim alone, also one that node has handed back). A node that dies
 // mid-send leaves its claims to expire: another node (or itself after a
 // restart) sends them again, so a push goes out at least once and at most
-// once more per crash. A push service that hangs holds one worker for at
-// most Timeout, and one user's pushes are at most UserInFlight of those
+// once more per crash. A claim that takes a notification waiting names
+// itself in it (push_job.unsent_claim) and clears that right before its
+// first request goes out (startSQL: one UPDATE, made only while the claim
+// still holds it, else nothing is sent; a retry's claims set nothing): a
+// claim whose lease ran out still named there (it waited in a node's
+// queue) sent nothing, and the claim after it hands it back first
+// (takeBackSQL, in the claim's round trip), as a stopping node would
+// have: a notification waits again, pending, and its first claim is the
+// next one; the pair's other jobs are not claimed until then. Any other
+// claim (also one made by a chatd that does not name itself) is taken
+// for a send whose outcome is not known, as above. A push service that
+// hangs holds one worker for at most Timeout, and one user's pushes are at most UserInFlight of those
 // in flight (claimed and leased, by any node: the claim passes over a
 // user at the limit, and claims take turns across nodes under an
 // advisory lock, so each counts what the others claimed), so a user
@@ -251,7 +270,10 @@
 // be called once, and returns when its context is cancelled, after
 // cancelling sends in flight (their devices are owed again, and the
 // cancelled send does not count as an attempt unless another device's
-// service answered it with a retry), handing
+// service answered it with a retry; a send none of whose requests went
+// out yet, a connection still being opened: net/http/httptrace's
+// WroteRequest never came, no Kafka write tried, is handed back as a
+// queued claim is, its send not started), handing
 // back the queued claims it still holds (one whose lease ran out in the
 // queue may be another node's claim now: it is left alone; a
 // notification's first claim waits again, pending, merged into the one

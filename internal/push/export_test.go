@@ -105,3 +105,22 @@ func DecideBatch(ctx context.Context, p *Pusher, conn *pgx.Conn, ids []int64) er
 
 // Connect opens the decider's dedicated session as Run does.
 func Connect(ctx context.Context, p *Pusher) (*pgx.Conn, error) { return p.connect(ctx) }
+
+// MarkStarted marks claim c's send started, as a node does right before
+// its first request goes out (startSQL).
+func MarkStarted(ctx context.Context, p *Pusher, c Claim) error {
+	ok, err := p.markStarted(ctx, c.j)
+	if err == nil && !ok {
+		err = fmt.Errorf("claim %d of push %d is over", c.j.claims, c.j.id)
+	}
+	return err
+}
+
+// The statements a claim and a first send run, for measuring them.
+const (
+	ClaimLockSQL     = claimLockSQL
+	TakeBackSQL      = takeBackSQL
+	LockUnstartedSQL = lockUnstartedSQL
+	StartSQL         = startSQL
+	AnyDueSQL        = anyDueSQL
+)

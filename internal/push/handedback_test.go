@@ -42,14 +42,17 @@ func TestARecallOfAMessageWhosePushWasHandedBackUnsentSendsNoRemove(t *testing.T
 }
 
 // TestARecallOfAMessageWhosePushsSendOutcomeIsUnknownRemovesIt: a node
-// claimed bob's notification and died before it recorded what its send
-// did (its lease ran out): the notification may be on his devices. Its
-// message is recalled: bob's devices get the remove, and then nothing
-// (the notification stood for that message alone).
+// claimed bob's notification, started its send and died before it
+// recorded what the send did (its lease ran out): the notification may be
+// on his devices. Its message is recalled: bob's devices get the remove,
+// and then nothing (the notification stood for that message alone).
 func TestARecallOfAMessageWhosePushsSendOutcomeIsUnknownRemovesIt(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	_, conv, seq, _ := r.bobsClaimedPush("hi bob", 100*time.Millisecond)
+	p, conv, seq, c := r.bobsClaimedPush("hi bob", time.Second)
+	if err := push.MarkStarted(context.Background(), p, c); err != nil {
+		t.Fatal(err)
+	}
 	r.recall(conv, 1, seq)
 	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE lease_until >= now()`)
 	r.start(nil)

@@ -12,12 +12,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -81,8 +83,12 @@ func (o *outputs) close() {
 // push service's Retry-After, if it gave one; kafkaOK that the Kafka topic
 // has it (now, or from an earlier attempt of j); cut that ctx was
 // cancelled before any answer came (a retry that was no attempt: an
-// answer received is one, also when ctx ended right after it).
-func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification) (res outcome, after time.Duration, kafkaOK, cut bool) {
+// answer received is one, also when ctx ended right after it). out is
+// set once a request of it went out: an HTTP request written (whole or
+// not: the service may have read it), or a Kafka write attempted. A send
+// ctx cut before that reached nobody.
+func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification, out *atomic.Bool) (res outcome, after time.Duration, kafkaOK, cut bool) {
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { out.Store(true) }})
 	if isWebPush(d.Platform) {
 		res, after, cut = o.webPush(ctx, j, d, n)
 		return res, after, false, cut
@@ -118,6 +124,7 @@ func (o *outputs) deliver(ctx context.Context, j *job, d device, n Notification)
 			o.log.Debug("push: could not ensure the Kafka topic", "err", err)
 			return sentRetry, 0, false, ctx.Err() != nil
 		}
+		out.Store(true)
 		err := o.kafka.WriteMessages(wctx, kafka.Message{
 			Key:   []byte(strconv.FormatInt(j.user, 10)),
 			Value: body,

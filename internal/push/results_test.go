@@ -37,9 +37,13 @@ func TestALateResultOfAnEarlierAttemptLeavesTheNewerClaimAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.decideAll(p, []int64{conv}, 1)
-	first := r.claims(p, 10, 100*time.Millisecond)
+	first := r.claims(p, 10, time.Second)
 	if len(first) != 1 {
 		t.Fatalf("claimed %d pushes, want bob's", len(first))
+	}
+	// The first node sends it (its result comes back late).
+	if err := push.MarkStarted(ctx, p, first[0]); err != nil {
+		t.Fatal(err)
 	}
 	// Its lease ran out and another node claimed it.
 	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE lease_until >= now()`)
@@ -109,7 +113,13 @@ func TestALateResultLeavesAPushALaterClaimHandedBackAlone(t *testing.T) {
 		}
 		return m
 	}
-	a := byUser(r.claims(p, 100, 100*time.Millisecond))
+	a := byUser(r.claims(p, 100, 2*time.Second))
+	// A sends them (its results come back late).
+	for _, c := range a {
+		if err := push.MarkStarted(ctx, p, c); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE lease_until >= now()`)
 	b := byUser(r.claims(p, 100, time.Minute))
 	for i, c := range cases {
@@ -337,6 +347,9 @@ func TestARetryAnsweredBeforeANodeStopsIsAnAttempt(t *testing.T) {
 	testkit.WaitFor(t, 5*time.Second, "the phone's 503 answered to the node", func() bool {
 		return counterBy(t, reg, "chat_push_sent_total", "result")["retry"] >= 1
 	})
+	// The laptop's send is in flight (its request arrived) when the stop
+	// cuts it.
+	r.waitRequests(2, 5*time.Second, "the laptop's request at its push service")
 	stop()
 	if n := r.count(`SELECT attempts FROM push_job WHERE user_id = 2`); n != 1 {
 		t.Fatalf("bob's push after the phone answered 503 and the node stopped: attempts %d, want 1 (the phone's send counted)\n%s", n, dumpJobs(r))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chatd/chatd/internal/pgerr"
@@ -38,7 +39,12 @@ import (
 // would replace the newer one on the devices. The newer one takes it
 // over when claimed: it covers and counts its messages too, and the older
 // one is kept as sent (it may be on a device; a recall looks at the
-// pair's newest claimed one).
+// pair's newest claimed one), and what its claim owed should it reach no
+// device (recalled_older) is owed by the newer one's.
+// A notification whose claim's lease ran out before its send started is
+// handed back by takeBackSQL, in the claim's transaction, before this
+// reads: until then (a lock it skipped) neither it nor another job of its
+// pair is claimed, so it is never taken for a started one.
 // The first claim of a notification records the push of (user,
 // conversation) that the minimum interval counts from (applyResults
 // forgets it when the claim reaches no device, nor did an earlier claim
@@ -62,11 +68,13 @@ const claimSQL = `
 WITH l AS (
     SELECT p.id, p.user_id, p.not_before, p.state = 'pending' AS first_claim FROM push_job p
     WHERE p.state <> 'sent' AND p.not_before <= now() AND (p.lease_until IS NULL OR p.lease_until < now())
+      AND NOT (p.kind = 'message' AND p.state = 'sending' AND p.unsent_claim IS NOT DISTINCT FROM p.claims AND p.lease_until IS NOT NULL)
       AND NOT EXISTS (
           SELECT 1 FROM push_job o
           WHERE o.conversation_id = p.conversation_id AND o.user_id = p.user_id AND o.id <> p.id AND o.state <> 'sent'
             AND (o.lease_until >= now() OR (p.kind = 'message' AND o.kind IN ('remove', 'update'))
-                 OR (p.kind = 'message' AND o.kind = 'message' AND o.id > p.id)))
+                 OR (p.kind = 'message' AND o.kind = 'message' AND o.id > p.id)
+                 OR (o.kind = 'message' AND o.state = 'sending' AND o.unsent_claim IS NOT DISTINCT FROM o.claims AND o.lease_until IS NOT NULL)))
       AND (SELECT count(*) FROM push_job b WHERE b.user_id = p.user_id AND b.state = 'sending' AND b.lease_until >= now()) < $3
     ORDER BY p.not_before LIMIT $1 FOR UPDATE OF p SKIP LOCKED
 ), c AS (
@@ -77,6 +85,10 @@ WITH l AS (
 ), j AS (
     UPDATE push_job p SET state = 'sending', lease_until = now() + make_interval(secs => $2),
                           attempts = p.attempts + 1, claims = p.claims + 1, count = p.count + COALESCE(o.n, 0),
+                          recalled_older = p.recalled_older + COALESCE(ro.t, '{}'),
+                          -- a notification taken waiting: nothing of this
+                          -- claim is sent until markStarted clears it
+                          unsent_claim = CASE WHEN p.state = 'pending' AND p.kind = 'message' THEN p.claims + 1 END,
                           (covered, seq) = (
         -- A first claim (pending: nothing of it reached a device) keeps
         -- the messages its notification stands for (counts, and previews
@@ -102,9 +114,18 @@ WITH l AS (
         CROSS JOIN LATERAL unnest(o.covered) x
         WHERE q.id = c.id AND q.kind = 'message' AND o.kind = 'message' AND o.state = 'sending' AND o.id < q.id
     ) o ON true
+    LEFT JOIN LATERAL (
+        -- What the notifications it takes over owed should their claims
+        -- reach no device (recalled_older): now owed should this one
+        -- reach none.
+        SELECT range_agg(x) AS t
+        FROM push_job q JOIN push_job o ON o.conversation_id = q.conversation_id AND o.user_id = q.user_id
+        CROSS JOIN LATERAL unnest(o.recalled_older) x
+        WHERE q.id = c.id AND q.kind = 'message' AND o.kind = 'message' AND o.state = 'sending' AND o.id < q.id
+    ) ro ON true
     WHERE p.id = c.id
     RETURNING p.id, p.kind, p.user_id, p.conversation_id, p.seq, p.count, p.sender_id, p.attempts, p.claims, p.device_ids, p.covered, p.kafka_sent, p.refused,
-              c.first_claim
+              p.unsent_claim IS DISTINCT FROM p.claims AS started, c.first_claim
 ), taken AS (
     UPDATE push_job o SET state = 'sent', lease_until = NULL, device_ids = NULL
     FROM j
@@ -125,9 +146,9 @@ const recheckSQL = `
 WITH j AS (
     UPDATE push_job SET lease_until = now() + make_interval(secs => $3)
     WHERE id = $1 AND claims = $2 AND state = 'sending' AND lease_until > now()
-    -- first_claim is the claim's to know (a recheck's job is sent, not handed back)
+    -- first_claim is the claim's to know (the worker keeps it)
     RETURNING id, kind, user_id, conversation_id, seq, count, sender_id, attempts, claims, device_ids, covered, kafka_sent, refused,
-              false AS first_claim
+              unsent_claim IS DISTINCT FROM claims AS started, false AS first_claim
 )` + readJobSQL
 
 // readJobSQL reads, for the claimed jobs j, what sending them needs
@@ -166,7 +187,7 @@ SELECT j.id, j.kind, j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
        -- a remove's recalled messages (its covered), oldest first
        CASE WHEN j.kind = 'remove' THEN ARRAY(SELECT s FROM unnest(j.covered) x, generate_series(lower(x), upper(x) - 1) s ORDER BY s)
             ELSE '{}' END,
-       COALESCE(ed.seq, 0), j.first_claim
+       COALESCE(ed.seq, 0), j.first_claim, j.started
 FROM j
 LEFT JOIN member_watermark w ON w.conversation_id = j.conversation_id AND w.user_id = j.user_id
 LEFT JOIN conversation c ON c.id = j.conversation_id
@@ -274,6 +295,10 @@ type job struct {
 	// firstClaim: the claim found it waiting (pending): no claim before
 	// it sent anything of it (handBack)
 	firstClaim bool
+	// started: not a claim that took it waiting and sent nothing yet
+	// (push_job.unsent_claim): a claim before it may have sent it, or
+	// this one did (markStarted)
+	started bool
 }
 
 // recheckAfter is how long a claimed push may wait in the queue before it
@@ -360,6 +385,9 @@ func (p *Pusher) send(ctx context.Context) {
 						results <- result{id: j.id, lost: true}
 						continue
 					}
+					// Whether the claim found it waiting is the claim's
+					// to know (handBack).
+					fresh.firstClaim = j.firstClaim
 					j = fresh
 				}
 				results <- p.process(sendCtx, j)
@@ -384,9 +412,11 @@ func (p *Pusher) send(ctx context.Context) {
 // was. A notification's first claim makes it a waiting one again
 // (pending): nothing of it reached a device, so a recall takes its
 // messages out of it and sends no remove for it, and an edit sends no
-// update. A claim whose send started is never handed back so: its
-// outcome is not known (a cancelled send, a node that died mid-send), so
-// the notification may be on a device.
+// update. So is a claim whose send a stopping node cut before any
+// request of it went out (process). A claim one of whose requests went
+// out is never handed back so: its outcome is not known (a cancelled
+// send, a node that died mid-send), so the notification may be on a
+// device.
 func handBack(j *job) result {
 	return result{id: j.id, attempts: j.attempts, claims: j.claims, release: true, back: j.firstClaim && j.kind == TypeMessage}
 }
@@ -503,12 +533,73 @@ func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job,
 // milliseconds.
 const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('chat.push.claim', 0))`
 
-// claimInTx runs claimSQL in tx under claimLockSQL.
+// takeBackSQL hands back, as a stopping node does (handBack), the
+// notifications whose claim's lease ran out before its send started
+// (push_job.unsent_claim: it waited in a node's queue, whose recheck then
+// finds the lease gone and sends nothing): nothing of them reached a
+// device. Each waits again (pending, merged into the pair's notification
+// that came to wait meanwhile), the pair's last push is forgotten (the
+// claim recorded it, and buzzed nothing), a recall or an edit decided
+// during the claim owes nothing for it (unsentOwedSQL), and the claim
+// that follows is a first claim. claimSQL passes such a claim, and the
+// other jobs of its pair, over until it is taken back: one a decision or
+// a late result holds now is taken back by a later claim.
+// Such a claim is in flight ('sending'): the scan reads
+// push_job_sending_idx, the claims in flight and waiting for a retry, not
+// the waiting jobs (0.1 ms with 500 in flight and 20,000 waiting).
+const takeBackSQL = `
+WITH w AS (
+    SELECT p.id, p.user_id, p.conversation_id, p.seq, p.count, p.covered, p.not_before, p.sender_id, p.recalled_older
+    FROM push_job p
+    WHERE ` + unstartedSQL + `
+    ORDER BY p.id DESC LIMIT 200
+    FOR UPDATE OF p SKIP LOCKED
+), last AS (
+    UPDATE push_last l SET pushed_at = '-infinity'
+    FROM w WHERE l.user_id = w.user_id AND l.conversation_id = w.conversation_id
+)` + waitAgainSQL
+
+// unstartedSQL is whether job p is a notification whose claim's lease ran
+// out before its send started (takeBackSQL).
+const unstartedSQL = `p.state = 'sending' AND p.not_before <= now() AND p.lease_until < now() AND p.kind = 'message'
+  AND p.unsent_claim = p.claims`
+
+// lockUnstartedSQL locks what takeBackSQL takes back, in a statement of
+// its own (as resultBatch does the claims that reached no device): a
+// remove or an update a decision owed for them and committed before it
+// let go of them is seen by takeBackSQL, whose snapshot is taken after.
+const lockUnstartedSQL = `SELECT 1 FROM push_job p WHERE ` + unstartedSQL + `
+ORDER BY p.id DESC LIMIT 200 FOR UPDATE OF p SKIP LOCKED`
+
+// claimInTx runs claimSQL in tx under claimLockSQL, after takeBackSQL
+// (in the same round trip as the lock).
 func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Duration) ([]*job, error) {
-	if _, err := tx.Exec(ctx, claimLockSQL); err != nil {
-		return nil, fmt.Errorf("take the claim lock: %w", err)
+	b := &pgx.Batch{}
+	b.Queue(claimLockSQL)
+	b.Queue(lockUnstartedSQL)
+	b.Queue(takeBackSQL)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("take the claim lock and take back the claims that never sent: %w", err)
 	}
 	return p.readJobs(ctx, tx, claimSQL, n, lease.Seconds(), p.cfg.UserInFlight, p.cfg.MaxAge.Seconds())
+}
+
+// startSQL marks claim $2 of job $1 as started (push_job.unsent_claim), while
+// it is still that claim's and leased: right before its first request
+// goes out. No row: the lease ran out, the job is another claim's (or
+// will be), and nothing is sent.
+const startSQL = `UPDATE push_job SET unsent_claim = NULL
+WHERE id = $1 AND claims = $2 AND state = 'sending' AND lease_until > now()`
+
+// markStarted runs startSQL for j: false when the claim is over.
+func (p *Pusher) markStarted(ctx context.Context, j *job) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tag, err := p.cfg.Pool.Exec(ctx, startSQL, j.id, j.claims)
+	if err != nil {
+		return false, fmt.Errorf("mark a push's send started: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // recheck reads claimed job j again (recheckSQL): nil when the claim is
@@ -541,7 +632,7 @@ func (p *Pusher) readJobs(ctx context.Context, q querier, sql string, args ...an
 		j := &job{claimed: now}
 		var devs []byte
 		if err := rows.Scan(&j.id, &j.kind, &j.user, &j.conv, &j.seq, &j.count, &j.sender, &j.attempts, &j.claims, &j.owedAgain, &j.live,
-			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs, &j.kafkaSent, &j.recalled, &j.editSeq, &j.firstClaim); err != nil {
+			&j.silenced, &j.member, &j.acked, &j.convType, &j.title, &j.body, &j.msgAt, &j.expired, &j.badge, &devs, &j.kafkaSent, &j.recalled, &j.editSeq, &j.firstClaim, &j.started); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(devs, &j.devices); err != nil {
@@ -611,6 +702,27 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		return r
 	}
 	r.skipped = false
+	if notice && !j.started {
+		// A notification's first send: marked before any request goes
+		// out (startSQL), so that a claim whose lease runs out unsent is
+		// told from one whose node died mid-send (takeBackSQL). A remove
+		// or an update is claimed again as it was: its claim records no
+		// push and may be taken over by nothing.
+		ok, err := p.markStarted(ctx, j)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// Stopping: nothing went out.
+			return handBack(j)
+		case err != nil:
+			p.m.errors.WithLabelValues("db").Inc()
+			p.log.Warn("push: marking a push's send started failed; it is sent when its lease ends", "err", err)
+			return result{id: j.id, lost: true}
+		case !ok:
+			// Its lease ran out (another claim's now, or soon): not sent
+			// twice.
+			return result{id: j.id, lost: true}
+		}
+	}
 	n := p.notification(j)
 	type devOut struct {
 		id    int64
@@ -621,6 +733,7 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		// answer (an answer received is one, and was an attempt, also
 		// when the stop came right after it)
 		cut bool
+		out bool // a request of it went out (deliver)
 	}
 	outs := make([]devOut, len(j.devices))
 	var wg sync.WaitGroup
@@ -628,8 +741,9 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o, after, kafka, cut := p.out.deliver(ctx, j, d, n)
-			outs[i] = devOut{d.ID, o, after, kafka, o == sentRetry && cut}
+			var out atomic.Bool
+			o, after, kafka, cut := p.out.deliver(ctx, j, d, n, &out)
+			outs[i] = devOut{d.ID, o, after, kafka, o == sentRetry && cut, out.Load()}
 			p.m.sent.WithLabelValues(d.Platform, o.String()).Inc()
 			if o == sentOK && notice && j.msgAt != nil {
 				p.m.latency.Observe(time.Since(*j.msgAt).Seconds())
@@ -657,6 +771,16 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 	// A service (or Kafka, whose consumer may show it) took the push for
 	// a device: it may have buzzed one.
 	r.reached = slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentOK || o.o == sentFailedHandedOff || o.kafka })
+	if len(r.retry) > 0 && ctx.Err() != nil && !r.reached && !slices.ContainsFunc(outs, func(o devOut) bool { return o.out }) {
+		// Stopping cut the send before any request of it went out (a
+		// connection still being opened): nothing of it can be on a
+		// device, so the claim is handed back as a queued one is, its
+		// send not started (a device refused without a request, as an
+		// endpoint on a private address is, keeps its answer).
+		b := handBack(j)
+		b.refused = r.refused
+		return b
+	}
 	if len(r.retry) > 0 && ctx.Err() != nil && !slices.ContainsFunc(outs, func(o devOut) bool { return o.o == sentRetry && !o.cut }) {
 		// Stopping cancelled every send owed again: that was no attempt
 		// of theirs, so it does not count toward MaxAttempts. Sent to no
@@ -808,6 +932,18 @@ WHERE id = $1 AND claims = $3 AND state = 'sending'`, r.id, r.refused, r.claims)
 			noPush, noPushClaims = append(noPush, r.id), append(noPushClaims, r.claims)
 		}
 	}
+	if ends := slices.Concat(done, waiting); len(ends) > 0 {
+		// The claims that reached no device are locked first, as a
+		// decision locks notifications (newest first), by a statement of
+		// their own: the statements that drop what a recall or an edit
+		// owed for them (unsentOwedSQL) then read every such job a
+		// decision committed before it let go of them, and no decision
+		// owes one for them after (it finds them handed back, or gone).
+		// Locked in the statement that reads the owed jobs, a remove a
+		// decision made while it waited would escape that statement's
+		// snapshot, and go out for a notification on no device.
+		b.Queue(`SELECT 1 FROM push_job WHERE id = ANY($1) ORDER BY id DESC FOR UPDATE`, ends)
+	}
 	if len(gone) > 0 {
 		// Counted as deleted once committed, and once per device: two
 		// pushes in flight to one dead device both answer 410.
@@ -896,18 +1032,28 @@ WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'`, released, re
 	}
 	if len(waiting) > 0 {
 		// After noPush, which reads them claimed. Still this claim's (as
-		// released), each waits again as it did before it (handBack),
-		// merged into the pair's notification that came to wait meanwhile
-		// (one pending a pair), which stands for its messages too; the
-		// removes and updates owed are those of a notification that
-		// reached no device (unsentOwedSQL).
+		// released), each waits again as it did before it (handBack,
+		// waitAgainSQL).
 		b.Queue(`
 WITH w AS (
     SELECT p.id, p.user_id, p.conversation_id, p.seq, p.count, p.covered, p.not_before, p.sender_id, p.recalled_older
     FROM push_job p, unnest($1::bigint[], $2::int[]) AS r(id, claims)
     WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending' AND p.kind = 'message'
     FOR UPDATE OF p
-), `+unsentOwedSQL+`, merged AS (
+)`+waitAgainSQL, waiting, waitingClaims)
+	}
+	return &b
+}
+
+// waitAgainSQL ends a statement whose CTE w (id, user_id,
+// conversation_id, seq, count, covered, not_before, sender_id,
+// recalled_older) lists notifications, locked, whose claim sent nothing
+// (handBack, takeBackSQL): each waits again as it did before the claim,
+// merged into the pair's notification that came to wait meanwhile (one
+// pending a pair), which stands for its messages too; the removes and
+// updates owed are those of a notification that reached no device
+// (unsentOwedSQL).
+const waitAgainSQL = `, ` + unsentOwedSQL + `, merged AS (
     UPDATE push_job n SET seq = GREATEST(n.seq, w.seq), count = n.count + w.count, covered = n.covered + w.covered,
                           not_before = LEAST(n.not_before, w.not_before)
     FROM w WHERE n.user_id = w.user_id AND n.conversation_id = w.conversation_id AND n.kind = 'message' AND n.state = 'pending'
@@ -915,11 +1061,8 @@ WITH w AS (
 ), gone AS (
     DELETE FROM push_job p USING merged m WHERE p.id = m.id
 )
-UPDATE push_job p SET state = 'pending', lease_until = NULL, attempts = p.attempts - 1, recalled_older = '{}'
-FROM w WHERE p.id = w.id AND w.id NOT IN (SELECT id FROM merged)`, waiting, waitingClaims)
-	}
-	return &b
-}
+UPDATE push_job p SET state = 'pending', lease_until = NULL, attempts = p.attempts - 1, recalled_older = '{}', unsent_claim = NULL
+FROM w WHERE p.id = w.id AND w.id NOT IN (SELECT id FROM merged)`
 
 // unsentOwedSQL is CTEs that, for the notifications w (user_id,
 // conversation_id, sender_id, recalled_older) whose claim reached no
