@@ -65,6 +65,7 @@ type UploadOptions struct {
 type uploadState struct {
 	UploadID   string      `json:"uploadId"`
 	State      string      `json:"state"`
+	Seq        int64       `json:"seq"`
 	Attachment *Attachment `json:"attachment"`
 }
 
@@ -132,8 +133,12 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 	// ticket (the URL expired) is a new key. A refusal that says when to
 	// ask again (rate limited, chatd busy) is asked again then, within
 	// the attempts.
+	// sent: a PUT of the bytes went to t's URL, and may have got through
+	// with its answer lost.
+	sent := false
 	newTicket := func() error {
 		params["clientMsgId"] = uuid.NewString()
+		sent = false
 		for n := 1; ; n++ {
 			err := c.call(ctx, "upload.create", params, &t, true)
 			if n >= attempts || !c.askAgainLater(ctx, n, err) {
@@ -158,6 +163,14 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 				return Attachment{}, fmt.Errorf("upload %s: %w (last attempt: %w)", name, ctx.Err(), last)
 			}
 			if !stored && time.Until(t.ExpiresAt) < 30*time.Second {
+				// A PUT that failed may have stored the file, its answer
+				// lost: a new ticket would upload it again, a second blob
+				// charged again against the day's bytes.
+				if sent {
+					if a, done, err := c.readExpired(ctx, t, src.size, ctype, attempts); err != nil || done {
+						return a, err
+					}
+				}
 				if err := newTicket(); err != nil {
 					return Attachment{}, err
 				}
@@ -168,6 +181,7 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 		if stored {
 			err = c.call(ctx, "upload.get", map[string]any{"uploadId": t.UploadID}, &up, true)
 		} else {
+			sent = true
 			up, err = c.putBytes(ctx, t, src, o.Progress)
 		}
 		if err == nil {
@@ -183,6 +197,12 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 			continue
 		}
 		if !stored && errors.As(err, &ce) && ce.Code == "gone" {
+			// The URL expired before (or while) the bytes came: chatd
+			// answers so whatever became of the upload, so an earlier
+			// PUT whose answer was lost may have completed it.
+			if a, done, err := c.readExpired(ctx, t, src.size, ctype, attempts); err != nil || done {
+				return a, err
+			}
 			last = err // what the attempts ended on, if they all do
 			if err := newTicket(); err != nil {
 				return Attachment{}, err
@@ -199,6 +219,74 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 		c.cfg.Logger.Info("upload interrupted; sending it again", "name", name, "attempt", attempt+1, "err", err)
 	}
 	return Attachment{}, fmt.Errorf("upload %s: gave up after %d attempts: %w", name, attempts, last)
+}
+
+// readExpired reads the upload of ticket t, whose URL expired (or is about
+// to) after a PUT that may have got through: done with its attachment when
+// it is complete with the file sent (size bytes of the declared type, as
+// chatd serves it: the declared type or, sniffed, another of its kind);
+// not done when it is still pending (or gone with its bytes, deleted
+// after upload_ttl), for a new ticket; an error when it is neither, since
+// a new ticket would only upload again a file that is no longer waiting
+// to be sent, or one that is not this file. A refusal for now is asked
+// again as a ticket is.
+func (c *Client) readExpired(ctx context.Context, t chat.UploadTicket, size int64, declared string, attempts int) (Attachment, bool, error) {
+	var up uploadState
+	var err error
+	for n := 1; ; n++ {
+		err = c.call(ctx, "upload.get", map[string]any{"uploadId": t.UploadID}, &up, true)
+		if n >= attempts || !c.askAgainLater(ctx, n, err) {
+			break
+		}
+	}
+	if errors.Is(err, ErrNotFound) {
+		return Attachment{}, false, nil
+	}
+	if err != nil {
+		return Attachment{}, false, fmt.Errorf("upload %s: read it after its URL expired: %w", t.UploadID, err)
+	}
+	refused := func(code, format string, args ...any) (Attachment, bool, error) {
+		return Attachment{}, false, &Error{Op: "upload", Code: code, Status: http.StatusGone,
+			Message: fmt.Sprintf("the URL of upload %s expired and ", t.UploadID) + fmt.Sprintf(format, args...)}
+	}
+	switch up.State {
+	case "pending":
+		return Attachment{}, false, nil
+	case "complete":
+		a := up.Attachment
+		if a == nil {
+			return refused("internal", "chatd answered it complete without its attachment")
+		}
+		if a.Size != size || !sameKind(a.ContentType, declared) {
+			return refused("conflict", "it holds %d bytes of %s, not the %d bytes of %s sent", a.Size, a.ContentType, size, declared)
+		}
+		return *a, true, nil
+	case "attached":
+		return refused("conflict", "it was sent already, in message %d", up.Seq)
+	case "avatar":
+		return refused("conflict", "it is in use as an avatar already")
+	case "recalled":
+		return refused("gone", "it was sent and recalled: upload the file again to send it")
+	case "released":
+		return refused("gone", "it was an avatar, replaced or cleared since: upload the file again")
+	default:
+		return refused("conflict", "it is %s, neither pending nor complete", up.State)
+	}
+}
+
+// sameKind: chatd serves an upload as its declared type, or as what its
+// bytes are when their signature names another type of the same kind (a
+// PNG declared as image/jpeg), never of another kind (media.Sniff).
+func sameKind(served, declared string) bool {
+	d, err := chat.NormalizeMediaType(declared)
+	if err != nil {
+		return false
+	}
+	if served == d {
+		return true
+	}
+	major := func(t string) string { m, _, _ := strings.Cut(t, "/"); return m }
+	return major(served) == major(d) && major(d) != "application" && major(d) != "text"
 }
 
 // retryableUpload: the network broke or chatd was briefly unable; a

@@ -284,7 +284,15 @@
 // A PUT cut short is sent again from the start, re-reading the file
 // (a one-shot reader is spooled to a temporary file first). A PUT answered
 // 409 (complete already: an earlier one got through, its answer was lost)
-// is a success: the upload is read back, retried like a PUT. Send it with
+// is a success: the upload is read back, retried like a PUT. So is one
+// answered 410 (its URL expired, which chatd answers whatever became of
+// the upload), and a retry due as the URL is about to expire: the upload
+// is read (upload.get) before a new ticket is asked for. Complete with
+// the file (its size, of the type declared or, sniffed, one of its kind),
+// it is returned as the lost answer would have been; still pending (the
+// bytes never arrived), a new ticket takes the file; sent already or in
+// use as an avatar (ErrInvalid), recalled or released (ErrGone), Upload
+// fails saying so rather than upload the file a second time. Send it with
 // SendMessage and SendOptions.Attachments (it rides the journal like any
 // message). Events and history carry MsgType and Attachments. Download and
 // DownloadThumbnail fetch one (following an object store's redirect);

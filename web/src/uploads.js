@@ -73,6 +73,54 @@ function retriable(e) {
 }
 
 /**
+ * What became of the upload u (GET /v1/uploads/{id}) of ticket t, whose
+ * URL expired, for file: its attachment when it is complete with the file
+ * (its size; of its declared type or, sniffed, another of its kind, as
+ * chatd serves it), null when it is still pending (a new ticket takes the
+ * file); otherwise it is no longer waiting to be sent (sent already,
+ * recalled, an avatar), and a new upload of it is the user's call: an
+ * error that says so (410, which keeps no ticket, so Retry uploads it
+ * anew).
+ */
+function whatBecameOf(u, t, file) {
+  const gone = (why) => new ApiError(410, 'gone', `The upload link expired and ${why}.`);
+  switch (u?.state) {
+    case 'pending':
+      return null;
+    case 'complete': {
+      const a = u.attachment;
+      if (!a) throw new ApiError(500, 'internal', 'the server did not return the attachment');
+      if (a.size !== file.size || !sameKind(a.contentType, fileType(file))) {
+        throw gone(`the server holds another file for it (${a.size} bytes of ${a.contentType}): Retry uploads this one anew`);
+      }
+      return a;
+    }
+    case 'attached':
+      throw gone('the file was sent already, in a message: Retry uploads it anew');
+    case 'recalled':
+      throw gone('the file was sent and recalled since: Retry uploads it anew');
+    case 'avatar':
+    case 'released':
+      throw gone('the file is (or was) an avatar: Retry uploads it anew');
+    default:
+      throw gone(`the upload ${t.uploadId} is ${u?.state || 'unknown'}: Retry uploads the file anew`);
+  }
+}
+
+/**
+ * Whether chatd may serve as served a file declared as declared: it
+ * serves the declared type, or what the bytes are when their signature
+ * names another type of the same kind (a PNG declared as image/jpeg),
+ * never one of another kind.
+ */
+function sameKind(served, declared) {
+  const d = (declared || '').split(';')[0].trim().toLowerCase();
+  if (served === d) return true;
+  const major = (x) => (x || '').split('/')[0];
+  return major(served) === major(d) && !['application', 'text', ''].includes(major(d));
+}
+
+/**
  * The longest Retry-After (s) an upload waits out by itself: the upload
  * rate's and the PUTs running at once lift in seconds; the day's bytes,
  * refused until midnight UTC, are no wait to sit through.
@@ -159,8 +207,35 @@ export class Uploader {
         }
       }
     };
+    // What became of the upload of ticket t, whose URL expired (or is
+    // about to) after a PUT or completion that may have got through, its
+    // answer lost: see whatBecameOf.
+    const read = (t) =>
+      patiently(() => this.api.request('GET', `/v1/uploads/${t.uploadId}`, undefined, {}, req)).then(
+        (u) => whatBecameOf(u, t, file),
+        (e) => {
+          if (e.status === 404) return null; // pending, deleted after upload_ttl
+          throw e;
+        },
+      );
     return (async () => {
       let t = handle.ticket;
+      if (t && Date.parse(t.expiresAt) - Date.now() < 30000) {
+        // A ticket kept from a failed try: its PUT may have stored the
+        // file, and a new ticket would upload it again, charged again.
+        let a;
+        try {
+          a = await read(t);
+        } catch (e) {
+          if (!retriable(e)) handle.ticket = handle.ticketKey = null;
+          throw e;
+        }
+        check();
+        if (a) {
+          handle.ticket = handle.ticketKey = null;
+          return a;
+        }
+      }
       if (!t || Date.parse(t.expiresAt) - Date.now() < 30000) {
         if (t) handle.ticketKey = null; // expiring: a new ticket, a new key
         handle.ticket = null;
@@ -190,8 +265,17 @@ export class Uploader {
         // address (or a scheme-relative //host, which browsers also read
         // from /\host) never does.
         const own = /^\/(?![/\\])/.test(t.url);
-        // A PUT sent again answers as the first (docs/http.md).
-        const put = await patiently(() => this.put(t, file, own, onProgress, handle));
+        // A PUT sent again answers as the first (docs/http.md), until the
+        // URL expires: then chatd answers 410 whatever became of the
+        // upload, complete already if an earlier PUT got through with its
+        // answer lost.
+        const put = await patiently(() => this.put(t, file, own, onProgress, handle)).catch(async (e) => {
+          if (!own || e.status !== 410) throw e;
+          const a = await read(t);
+          if (!a) throw new ApiError(410, 'gone', 'The upload link expired before the whole file arrived: Retry sends it again.');
+          onProgress(file.size, file.size);
+          return { attachment: a };
+        });
         check();
         // A completion sent again answers the same upload (docs/http.md).
         const u = t.completeUrl ? await patiently(() => this.api.request('POST', t.completeUrl, undefined, {}, { ...req, idempotent: true })) : put;

@@ -23,12 +23,15 @@ function pendingApi() {
  * An Api for ticket requests (POST /v1/uploads): each one's body and
  * Idempotency-Key go to onTicket, which throws to fail the request or
  * answers the id of the upload its ticket (valid 15 minutes) is for.
+ * A read of an upload (GET /v1/uploads/{id}) is onGet's answer, given the
+ * id.
  */
-function ticketApi(onTicket) {
+function ticketApi(onTicket, onGet) {
   return {
     token: 't',
     onUnauthorized() {},
     async request(method, path, body, headers = {}) {
+      if (method === 'GET' && onGet && path.startsWith('/v1/uploads/')) return onGet(path.slice('/v1/uploads/'.length));
       assert.equal(path, '/v1/uploads');
       const id = onTicket(body, headers['Idempotency-Key']);
       const expiresAt = new Date(Date.now() + 15 * 60000).toISOString();
@@ -292,10 +295,14 @@ test('an upload retried after its PUT was cut off PUTs to the same ticket, askin
     abort() {}
   };
   const tickets = [];
-  const api = ticketApi((body) => {
-    tickets.push(body);
-    return `u${tickets.length}`;
-  });
+  const api = ticketApi(
+    (body) => {
+      tickets.push(body);
+      return `u${tickets.length}`;
+    },
+    // The upload whose URL expired never got its bytes.
+    (id) => ({ uploadId: id, state: 'pending' }),
+  );
   try {
     const up = new Uploader(api);
     const file = { name: 'a.txt', type: 'text/plain', size: 3 };
@@ -328,12 +335,16 @@ test('a ticket request asked again after it failed carries the same Idempotency-
   globalThis.XMLHttpRequest = completingXHR('u1');
   const keys = [];
   let lose = true;
-  const api = ticketApi((_, key) => {
-    keys.push(key);
-    // The first answer is lost on the way back: chatd made the upload.
-    if (lose) throw Object.assign(new Error('network error'), { status: 0, code: 'network' });
-    return 'u1';
-  });
+  const api = ticketApi(
+    (_, key) => {
+      keys.push(key);
+      // The first answer is lost on the way back: chatd made the upload.
+      if (lose) throw Object.assign(new Error('network error'), { status: 0, code: 'network' });
+      return 'u1';
+    },
+    // The expiring ticket's upload never got its bytes.
+    (id) => ({ uploadId: id, state: 'pending' }),
+  );
   try {
     const up = new Uploader(api);
     const file = { name: 'a.txt', type: 'text/plain', size: 3 };
@@ -390,6 +401,143 @@ test('a ticket request refused 410 gone (its key spent) is retried with a new Id
     delete globalThis.XMLHttpRequest;
   }
 });
+
+/**
+ * A stand-in XMLHttpRequest whose PUTs are answered, in turn, by answers:
+ * 'lost' (the PUT got through, its answer cut off on the way back), or an
+ * HTTP status with chatd's JSON body. Every URL opened goes to opened.
+ */
+function scriptedXHR(answers, opened) {
+  return class {
+    constructor() {
+      this.upload = {};
+    }
+    open(method, url) {
+      opened.push(url);
+    }
+    setRequestHeader() {}
+    getResponseHeader() {
+      return null;
+    }
+    send() {
+      const [status, body] = answers.shift();
+      if (status === 'lost') {
+        setTimeout(() => (this.onerror(), this.onloadend()), 0);
+        return;
+      }
+      this.status = status;
+      this.responseText = JSON.stringify(body);
+      setTimeout(() => (this.onload(), this.onloadend()), 0);
+    }
+    abort() {}
+  };
+}
+
+const expired410 = [410, { error: { code: 'gone', message: 'the URL of upload u1 expired at 2026-12-07T09:00:00Z; the upload is complete (GET it)' } }];
+
+test('an upload whose PUT got through, its answer lost, and whose Retry is answered 410 (its URL expired) is the upload chatd holds, not a second one', async () => {
+  const opened = [];
+  globalThis.XMLHttpRequest = scriptedXHR([['lost'], expired410], opened);
+  const gets = [];
+  const tickets = [];
+  const attachment = { id: 'u1', name: 'a.txt', contentType: 'text/plain', size: 3, sha256: 'ab' };
+  const api = ticketApi(
+    () => (tickets.push(1), `u${tickets.length}`),
+    (id) => (gets.push(id), { uploadId: id, state: 'complete', attachment }),
+  );
+  try {
+    const up = new Uploader(api);
+    const file = { name: 'a.txt', type: 'text/plain', size: 3 };
+    let handle = {};
+    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'network');
+    // The tray's Retry, its ticket's URL expired on chatd meanwhile.
+    handle = { ticket: handle.ticket, ticketKey: handle.ticketKey };
+    let progress = 0;
+    const a = await up.upload(7, file, (sent, total) => (progress = sent / total), handle);
+    assert.deepEqual(a, attachment, 'the retry did not end on the upload chatd holds');
+    assert.equal(progress, 1);
+    assert.deepEqual(gets, ['u1']);
+    assert.equal(tickets.length, 1, 'a second ticket was asked for: the file uploaded and charged again');
+    assert.deepEqual(opened, ['/v1/uploads/u1', '/v1/uploads/u1']);
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});
+
+test('an upload whose PUT got through, its answer lost, retried as its ticket is about to expire, is read before a new ticket is asked for', async () => {
+  const opened = [];
+  globalThis.XMLHttpRequest = scriptedXHR([], opened);
+  const tickets = [];
+  const attachment = { id: 'u1', name: 'p.png', contentType: 'image/png', size: 3, sha256: 'ab' };
+  // Declared a JPEG, the bytes were a PNG: chatd serves what they are.
+  const api = ticketApi(
+    () => (tickets.push(1), 'u2'),
+    (id) => ({ uploadId: id, state: 'complete', attachment }),
+  );
+  try {
+    const up = new Uploader(api);
+    const file = { name: 'p.jpg', type: 'image/jpeg', size: 3 };
+    const handle = { ticket: { uploadId: 'u1', url: '/v1/uploads/u1', expiresAt: new Date(Date.now() + 1000).toISOString() }, ticketKey: 'k' };
+    assert.deepEqual(await up.upload(7, file, () => {}, handle), attachment);
+    assert.equal(tickets.length, 0, 'a new ticket was asked for: the file uploaded and charged again');
+    assert.deepEqual(opened, [], 'the file was sent again');
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});
+
+test('an upload answered 410 whose bytes never arrived (still pending) fails saying the link expired, and its Retry uploads it with a new ticket', async () => {
+  const opened = [];
+  globalThis.XMLHttpRequest = scriptedXHR([expired410, [200, { state: 'complete', attachment: { id: 'u2' } }]], opened);
+  const tickets = [];
+  const api = ticketApi(
+    () => (tickets.push(1), `u${tickets.length}`),
+    (id) => ({ uploadId: id, state: 'pending' }),
+  );
+  try {
+    const up = new Uploader(api);
+    const file = { name: 'a.txt', type: 'text/plain', size: 3 };
+    let handle = {};
+    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'gone' && /link expired/.test(e.message) && /Retry/.test(e.message));
+    assert.equal(handle.ticket, null, 'the expired ticket was kept for the retry');
+    handle = { ticket: handle.ticket, ticketKey: handle.ticketKey };
+    assert.equal((await up.upload(7, file, () => {}, handle)).id, 'u2');
+    assert.equal(tickets.length, 2);
+    assert.deepEqual(opened, ['/v1/uploads/u1', '/v1/uploads/u2']);
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});
+
+for (const [what, upload, says] of [
+  ['sent already', { state: 'attached', seq: 4, attachment: { id: 'u1', contentType: 'text/plain', size: 3 } }, /sent already/],
+  ['recalled', { state: 'recalled', seq: 4 }, /recalled/],
+  ['complete with another file', { state: 'complete', attachment: { id: 'u1', contentType: 'text/plain', size: 9 } }, /another file/],
+  ['complete with a file of another kind', { state: 'complete', attachment: { id: 'u1', contentType: 'image/png', size: 3 } }, /another file/],
+]) {
+  test(`an upload answered 410 whose upload is ${what} fails saying so, rather than return it or upload the file again`, async () => {
+    const opened = [];
+    globalThis.XMLHttpRequest = scriptedXHR([['lost'], expired410], opened);
+    const tickets = [];
+    const api = ticketApi(
+      () => (tickets.push(1), `u${tickets.length}`),
+      (id) => ({ uploadId: id, ...upload }),
+    );
+    try {
+      const up = new Uploader(api);
+      const file = { name: 'a.txt', type: 'text/plain', size: 3 };
+      let handle = {};
+      await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'network');
+      handle = { ticket: handle.ticket, ticketKey: handle.ticketKey };
+      await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'gone' && says.test(e.message));
+      assert.equal(tickets.length, 1, 'the file was uploaded again');
+      assert.equal(opened.length, 2);
+      assert.equal(handle.ticket, null, 'the ticket was kept: Retry would PUT to it again');
+    } finally {
+      delete globalThis.XMLHttpRequest;
+    }
+  });
+}
 
 test('an avatar chatd answers busy (503, Retry-After) is not asked for again at every render until the Retry-After has passed', async () => {
   const { userAvatar, useBlobs } = await import('../src/views/format.js');
