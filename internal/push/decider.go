@@ -305,12 +305,28 @@ DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), count = j.count + EXCLUDED.co
 // newest claimed one showing it (readJobSQL). The pair's notifications
 // are read as they are locked (lockNotificationsSQL): one a sender
 // claimed (reading the old text) after the snapshot is found claimed.
+// Where that newest claimed one is in flight ('sending'), the claimed one
+// before it is the devices' notification until the claim reaches one:
+// an edit of the message it previews is kept with the claim
+// (edited_older), and the update owed when the claim reaches none
+// (unsentOwedSQL), as recallSQL keeps recalled_older.
 const updateSQL = `
 WITH ed AS (
     SELECT DISTINCT conversation_id, seq FROM unnest($1::bigint[], $2::bigint[]) AS x(conversation_id, seq)
 ), ` + lockNotificationsSQL + `, shown AS (
     SELECT DISTINCT ON (user_id, conversation_id) * FROM locked
     WHERE state <> 'pending' ORDER BY user_id, conversation_id, id DESC
+), older AS (
+    UPDATE push_job j SET edited_older = b.seq
+    FROM shown s
+    CROSS JOIN LATERAL (
+        SELECT b.seq, b.covered FROM locked b
+        WHERE b.user_id = s.user_id AND b.conversation_id = s.conversation_id
+          AND b.state <> 'pending' AND b.id < s.id
+        ORDER BY b.id DESC LIMIT 1
+    ) b
+    JOIN ed ON ed.conversation_id = s.conversation_id AND ed.seq = b.seq
+    WHERE j.id = s.id AND s.state = 'sending' AND b.covered @> b.seq
 )
 INSERT INTO push_job AS j (user_id, conversation_id, kind, seq, count, sender_id, covered)
 SELECT s.user_id, s.conversation_id, 'update', s.seq, 1, s.sender_id, int8multirange(int8range(s.seq, s.seq + 1))

@@ -125,6 +125,12 @@
 // that the message came). It is sent only while that
 // notification is still the pair's newest claimed one showing the
 // message and the message is not recalled (else skipped as not_shown).
+// While the pair's newest claimed one is in flight, the devices may still
+// show the claimed one before it: an edit of the message that one
+// previews is kept with the claim (edited_older), and the user gets an
+// update of it if the claim reaches no device (handed back unsent,
+// skipped, refused by every device), sent by the same rule; a claim that
+// reaches one replaced it there, and owes none.
 // A former member (or one who came back since the message) may not read
 // the new text, and their devices must not keep the old one: they get a
 // remove of the message instead, as a recall sends. Without Preview, edits are neither hinted
@@ -142,7 +148,10 @@
 // messages too, and the older is kept as sent. What the older one's
 // claim owed should it reach no device (recalled_older: removes for the
 // notification before it) is the newer claim's then, owed if that one
-// reaches none.
+// reaches none. Its edited_older is not: the older one, kept as sent, is
+// the pair's claimed one before the newer claim, so an update of the
+// message the one before it previewed would change nothing by the rule
+// above.
 //
 // # Coalescing and the minimum interval
 //

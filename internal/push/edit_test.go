@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestAnEditOfAPreviewedMessageReplacesTheTextOnTheDevices: with
@@ -105,16 +106,24 @@ func TestAnEditOfTheMessageAPushPreviewsInPlaceOfASilencedNewerOneUpdatesIt(t *t
 	t.Parallel()
 	ctx := context.Background()
 	r := newRig(t)
-	r.cfg.Delay, r.cfg.Preview = 0, true
+	r.cfg.Delay, r.cfg.Preview = time.Millisecond, true
 	r.subscribe(2, "bob")
 	g := r.group(1, 2, 3)
 	hi := r.send(g, 3, "hi")
-	r.send(g, 1, "spam")
+	spam := r.send(g, 1, "spam")
 	p, err := push.New(r.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.decideAll(p, []int64{g}, 1)
+	// Both decided into the push: a decision made while "spam" is younger
+	// than Delay decides "hi" alone, and the edit's decision would not
+	// pass the edit while "spam" stays young, before it in the stream.
+	testkit.WaitFor(t, 5*time.Second, "hi and spam decided", func() bool {
+		if _, err := r.decide(ctx, p, g); err != nil {
+			t.Fatal(err)
+		}
+		return r.count(`SELECT seq FROM push_cursor WHERE conversation_id = $1`, g) >= spam
+	})
 	if err := r.store.Block(ctx, 2, 1, 100); err != nil {
 		t.Fatal(err)
 	}

@@ -148,6 +148,13 @@ func TestARecallDecidedBeforeItsPushIsHandedBackUnsentSendsNoRemove(t *testing.T
 // first claim, for a minute). It returns that node's pusher, the
 // conversation, the seqs of "zero" and "one", and the claim.
 func (r *rig) bobShownZeroAndClaimedOne() (*push.Pusher, int64, int64, int64, push.Claim) {
+	r.t.Helper()
+	return r.bobShownZeroAndClaimedOneFor(time.Minute)
+}
+
+// bobShownZeroAndClaimedOneFor is bobShownZeroAndClaimedOne with the
+// claim of "one"'s notification made for lease.
+func (r *rig) bobShownZeroAndClaimedOneFor(lease time.Duration) (*push.Pusher, int64, int64, int64, push.Claim) {
 	t := r.t
 	t.Helper()
 	r.cfg.Delay = time.Millisecond
@@ -167,7 +174,7 @@ func (r *rig) bobShownZeroAndClaimedOne() (*push.Pusher, int64, int64, int64, pu
 	r.decideAll(p, []int64{conv}, 2)
 	var cs []push.Claim
 	testkit.WaitFor(t, 5*time.Second, "the notification of one claimed", func() bool {
-		cs = r.claims(p, 10, time.Minute)
+		cs = r.claims(p, 10, lease)
 		return len(cs) == 1
 	})
 	return p, conv, zero, one, cs[0]

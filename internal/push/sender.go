@@ -549,7 +549,7 @@ const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('chat.push.c
 // the waiting jobs (0.1 ms with 500 in flight and 20,000 waiting).
 const takeBackSQL = `
 WITH w AS (
-    SELECT p.id, p.user_id, p.conversation_id, p.seq, p.count, p.covered, p.not_before, p.sender_id, p.recalled_older
+    SELECT p.id, p.user_id, p.conversation_id, p.seq, p.count, p.covered, p.not_before, p.sender_id, p.recalled_older, p.edited_older
     FROM push_job p
     WHERE ` + unstartedSQL + `
     ORDER BY p.id DESC LIMIT 200
@@ -1003,7 +1003,7 @@ WHERE p.id = r.id AND p.claims = r.claims AND p.kind = 'message' AND p.state = '
 WITH d AS (
     DELETE FROM push_job p USING unnest($1::bigint[], $2::int[]) AS r(id, claims)
     WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'
-    RETURNING p.user_id, p.conversation_id, p.kind, p.sender_id, p.recalled_older
+    RETURNING p.user_id, p.conversation_id, p.kind, p.sender_id, p.recalled_older, p.edited_older
 ), w AS (
     SELECT * FROM d WHERE kind = 'message'
 ), `+unsentOwedSQL+`
@@ -1036,7 +1036,7 @@ WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending'`, released, re
 		// waitAgainSQL).
 		b.Queue(`
 WITH w AS (
-    SELECT p.id, p.user_id, p.conversation_id, p.seq, p.count, p.covered, p.not_before, p.sender_id, p.recalled_older
+    SELECT p.id, p.user_id, p.conversation_id, p.seq, p.count, p.covered, p.not_before, p.sender_id, p.recalled_older, p.edited_older
     FROM push_job p, unnest($1::bigint[], $2::int[]) AS r(id, claims)
     WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending' AND p.kind = 'message'
     FOR UPDATE OF p
@@ -1047,7 +1047,7 @@ WITH w AS (
 
 // waitAgainSQL ends a statement whose CTE w (id, user_id,
 // conversation_id, seq, count, covered, not_before, sender_id,
-// recalled_older) lists notifications, locked, whose claim sent nothing
+// recalled_older, edited_older) lists notifications, locked, whose claim sent nothing
 // (handBack, takeBackSQL): each waits again as it did before the claim,
 // merged into the pair's notification that came to wait meanwhile (one
 // pending a pair), which stands for its messages too; the removes and
@@ -1061,26 +1061,30 @@ const waitAgainSQL = `, ` + unsentOwedSQL + `, merged AS (
 ), gone AS (
     DELETE FROM push_job p USING merged m WHERE p.id = m.id
 )
-UPDATE push_job p SET state = 'pending', lease_until = NULL, attempts = p.attempts - 1, recalled_older = '{}', unsent_claim = NULL
+UPDATE push_job p SET state = 'pending', lease_until = NULL, attempts = p.attempts - 1, recalled_older = '{}', edited_older = NULL,
+                      unsent_claim = NULL
 FROM w WHERE p.id = w.id AND w.id NOT IN (SELECT id FROM merged)`
 
 // unsentOwedSQL is CTEs that, for the notifications w (user_id,
-// conversation_id, sender_id, recalled_older) whose claim reached no
-// device (handed back unsent, skipped, refused by every device), leave
-// the pair owing what the devices need: the notification the devices show
-// is the pair's claimed one before it. The removes and updates the pair
-// owes and no node claimed yet were made for w (a notification is not
-// claimed while one is owed, and a recall or an edit decided during its
-// claim follows the pair's newest claimed one): they go, as nothing of
-// w is on a device (a remove would take the older notification off
-// them). What the older one lost to recalls during the claim
-// (recalled_older, recallSQL) is owed a remove instead: it is still
-// shown there.
+// conversation_id, sender_id, recalled_older, edited_older) whose claim
+// reached no device (handed back unsent, skipped, refused by every
+// device), leave the pair owing what the devices need: the notification
+// the devices show is the pair's claimed one before it. The removes and
+// updates the pair owes and no node claimed yet were made for w (a
+// notification is not claimed while one is owed, and a recall or an edit
+// decided during its claim follows the pair's newest claimed one): they
+// go, as nothing of w is on a device (a remove would take the older
+// notification off them, an update changes a text they do not show).
+// What the older one lost to recalls during the claim (recalled_older,
+// recallSQL) is owed a remove instead, and an edit of the message it
+// previews (edited_older, updateSQL) an update: it is still shown there.
+// The update is sent, as any, only while that notification is the
+// pair's newest claimed one and the message is not recalled (readJobSQL).
 const unsentOwedSQL = `owed AS (
     DELETE FROM push_job o USING w
     WHERE o.user_id = w.user_id AND o.conversation_id = w.conversation_id
       AND o.kind IN ('remove', 'update') AND o.state = 'pending'
-      AND (o.kind = 'update' OR isempty(w.recalled_older))
+      AND (CASE o.kind WHEN 'update' THEN w.edited_older IS NULL ELSE isempty(w.recalled_older) END)
 ), owed_older AS (
     UPDATE push_job o SET covered = w.recalled_older, seq = upper(w.recalled_older) - 1, count = 1
     FROM w
@@ -1096,4 +1100,23 @@ const unsentOwedSQL = `owed AS (
                         AND o.kind = 'remove' AND o.state = 'pending')
     ON CONFLICT (user_id, conversation_id, kind) WHERE state = 'pending'
     DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), covered = j.covered + EXCLUDED.covered
+), edited AS (
+    SELECT w.user_id, w.conversation_id, w.edited_older AS seq,
+           COALESCE((SELECT m.sender_id FROM message m
+                     WHERE m.conversation_id = w.conversation_id AND m.seq = w.edited_older), w.sender_id) AS sender_id
+    FROM w WHERE w.edited_older IS NOT NULL
+), owed_edit AS (
+    UPDATE push_job o SET seq = e.seq, sender_id = e.sender_id, covered = int8multirange(int8range(e.seq, e.seq + 1))
+    FROM edited e
+    WHERE o.user_id = e.user_id AND o.conversation_id = e.conversation_id
+      AND o.kind = 'update' AND o.state = 'pending'
+), new_edit AS (
+    INSERT INTO push_job AS j (user_id, conversation_id, kind, seq, count, sender_id, covered)
+    SELECT e.user_id, e.conversation_id, 'update', e.seq, 1, e.sender_id, int8multirange(int8range(e.seq, e.seq + 1))
+    FROM edited e
+    WHERE NOT EXISTS (SELECT 1 FROM push_job o
+                      WHERE o.user_id = e.user_id AND o.conversation_id = e.conversation_id
+                        AND o.kind = 'update' AND o.state = 'pending')
+    ON CONFLICT (user_id, conversation_id, kind) WHERE state = 'pending'
+    DO UPDATE SET seq = EXCLUDED.seq, sender_id = EXCLUDED.sender_id, covered = EXCLUDED.covered
 )`

@@ -1,0 +1,11 @@
+-- push_job.edited_older: on a claimed notification ('sending'), the
+-- message whose text was edited during its claim that the pair's older
+-- notification the devices show (the newest claimed one before it)
+-- previews. The edit's update goes to the newest claimed notification
+-- alone, and it shows another message; if this one then reaches no
+-- device (handed back unsent, skipped, refused), the devices still show
+-- the older one with the old text, and get an update of this message
+-- (internal/push, sender.go). NULL: none. A chatd that does not set it
+-- (one running beside upgraded nodes) owes nothing for such an edit, as
+-- before.
+ALTER TABLE push_job ADD COLUMN edited_older bigint;
