@@ -239,7 +239,7 @@
 // still holds it, else nothing is sent; a retry's claims set nothing): a
 // claim whose lease ran out still named there (it waited in a node's
 // queue) sent nothing, and the claim after it hands it back first
-// (takeBackSQL, in the claim's round trip), as a stopping node would
+// (takeBackSQL, in the claim's transaction), as a stopping node would
 // have: a notification waits again, pending, and its first claim is the
 // next one; the pair's other jobs are not claimed until then. Any other
 // claim (also one made by a chatd that does not name itself) is taken
