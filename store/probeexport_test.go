@@ -1,0 +1,5 @@
+package store
+
+// PresenceStartedSQLForTest is presenceStartedSQL, for the review probe's
+// EXPLAIN.
+func PresenceStartedSQLForTest() string { return presenceStartedSQL }
