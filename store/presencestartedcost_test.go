@@ -24,7 +24,8 @@ func TestProbePresenceStartedCostGrowsWithSharedGroups(t *testing.T) {
 		t.Skip("a review probe: CHATD_REVIEW_PROBE=1 runs it")
 	}
 	ctx := testCtx(t)
-	st, pool := newStoreWithLimits(t, chat.DefaultLimits(), store.WithPublisher(&publishRecorder{types: []string{chat.EventConversationCreated}}))
+	rec := &publishRecorder{types: []string{chat.EventMemberAdded}}
+	st, pool := newStoreWithLimits(t, chat.DefaultLimits(), store.WithPublisher(rec))
 	members := make([]int64, 0, 199)
 	for u := int64(2); u <= 200; u++ {
 		members = append(members, u)
@@ -68,6 +69,29 @@ func TestProbePresenceStartedCostGrowsWithSharedGroups(t *testing.T) {
 		}
 		t.Logf("presenceStartedSQL %s, a group of the 200 who share 61 others: %d rows in %v", q.what, n, time.Since(start))
 	}
+	// A newcomer added to a group of 199 of the team: the member.added
+	// lists the 199 and the newcomer as subjects, and each node with one
+	// of them connected reads their Watchers in its tracker's round
+	// (pushStarted).
+	team := mustGroup(t, st, 1, members[:198]...)
+	mustAdd(t, ctx, st, team.ID, 1, 7000, "")
+	evs := rec.events()
+	shown := evs[len(evs)-1].PresenceShown
+	subjects := map[int64]bool{}
+	for _, ss := range shown {
+		for _, s := range ss {
+			subjects[s] = true
+		}
+	}
+	users := make([]int64, 0, len(subjects))
+	for u := range subjects {
+		users = append(users, u)
+	}
+	start = time.Now()
+	if _, err := store.NewPresence(pool, time.Minute).Watchers(ctx, users, 200); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a newcomer added to a group of 199 of the team: pushStarted's Watchers of its %d subjects: %v", len(users), time.Since(start))
 	rows, err := pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+store.PresenceStartedSQLForTest(), next.ID, all, 200)
 	if err != nil {
 		t.Fatal(err)
