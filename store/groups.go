@@ -280,11 +280,12 @@ func presenceEnded(ctx context.Context, tx pgx.Tx, conversationID, userID int64,
 // conversation of at most $3 members, one or both of whom ($2) just
 // joined it: the watcher may now see the subject's presence. Each pair
 // once (n, a new member; o, the other: the lower id is n when both are
-// new), less those who share another (EXCEPT: a hashed or sorted set
-// difference, as cheap for a group of 200 created at once as for one
-// member added, whatever the planner guesses of the group's size), then
-// each way, where neither hides their presence and the subject did not
-// block the watcher. One statement whatever the group's size.
+// new), less those who share another (sharesSmallSQL, per pair: what it
+// costs grows with the pairs and the memberships of their new members,
+// not with the sizes of every conversation the joined share with
+// anyone), then each way, where neither hides their presence and the
+// subject did not block the watcher. One statement whatever the group's
+// size.
 var presenceStartedSQL = `
 WITH p AS (
 	SELECT n.user_id AS n, o.user_id AS o
@@ -293,9 +294,7 @@ WITH p AS (
 	JOIN conversation_member o ON o.conversation_id = c.id AND o.user_id <> n.user_id
 	     AND (o.user_id > n.user_id OR o.user_id <> ALL($2::bigint[]))
 	WHERE c.id = $1 AND c.member_count <= $3
-	EXCEPT
-	SELECT x.subject, x.sharer
-	FROM (` + smallSharersSQL("shm.user_id = ANY($2::bigint[]) AND shm.conversation_id <> $1", "$3") + `) x
+	  AND NOT ` + sharesSmallSQL("n.user_id", "o.user_id", "$1", "$3") + `
 )
 SELECT d.watcher, d.subject
 FROM p CROSS JOIN LATERAL (VALUES (p.n, p.o), (p.o, p.n)) d(watcher, subject)

@@ -51,6 +51,25 @@ func smallSharersSQL(where, max string) string {
 	WHERE ` + where
 }
 
+// sharesSmallSQL says that users a and b are both members of a
+// conversation of at most max members other than except: the rule of
+// smallSharersSQL for one pair, which a statement that asks about given
+// pairs says this way (not the sharers of each, a conversation's size of
+// rows per conversation of theirs): a lookup of a's memberships (index
+// conversation_member_user_idx), each probing b's member row (the
+// primary key), that stops at the first conversation found.
+// An empty except excludes none.
+func sharesSmallSQL(a, b, except, max string) string {
+	other := ""
+	if except != "" {
+		other = ` AND pa.conversation_id <> ` + except
+	}
+	return `EXISTS (SELECT 1 FROM conversation_member pa
+	JOIN conversation_member pb ON pb.conversation_id = pa.conversation_id AND pb.user_id = ` + b + `
+	JOIN conversation pc ON pc.id = pa.conversation_id AND pc.member_count <= ` + max + `
+	WHERE pa.user_id = ` + a + other + `)`
+}
+
 // profilesSQL returns the profiles of $2 that $1 may see (seesProfileSQL),
 // in $2's order, each with whether its user blocked $1. A user the viewer
 // may not see is left out exactly like one that does not exist.
