@@ -405,6 +405,48 @@ func (p *Presence) HiddenFrom(ctx context.Context, users []int64, maxMembers int
 	return p.audience(ctx, users, maxMembers, true)
 }
 
+// watchingSQL keeps, of the pairs ($1[i] subject, $2[i] watcher), those
+// where the watcher may see the subject's presence, as Watchers decides
+// it (presenceSharersSQL): they share a conversation of at most $3
+// members (sharesSmallSQL, per pair), neither hides their presence and
+// the subject did not block the watcher.
+var watchingSQL = `
+SELECT p.subject, p.watcher
+FROM unnest($1::bigint[], $2::bigint[]) AS p(subject, watcher)
+WHERE p.subject <> p.watcher
+  AND NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id IN (p.subject, p.watcher) AND NOT h.presence)
+  AND NOT ` + blockedBySQL("p.watcher", "p.subject") + `
+  AND ` + sharesSmallSQL("p.subject", "p.watcher", "", "$3")
+
+// Watching returns, of the watchers each subject in pairs lists, those
+// who see the subject's presence now (as Watchers would list them): one
+// lookup per pair, where Watchers reads everyone who shares a
+// conversation with each subject.
+func (p *Presence) Watching(ctx context.Context, pairs map[int64][]int64, maxMembers int) (map[int64][]int64, error) {
+	var subjects, watchers []int64
+	for s, ws := range pairs {
+		for _, w := range ws {
+			subjects, watchers = append(subjects, s), append(watchers, w)
+		}
+	}
+	out := map[int64][]int64{}
+	if len(subjects) == 0 {
+		return out, nil
+	}
+	rows, err := p.pool.Query(ctx, watchingSQL, subjects, watchers, maxMembers)
+	if err != nil {
+		return nil, classify("read presence watchers", err)
+	}
+	var subject, watcher int64
+	if _, err := pgx.ForEachRow(rows, []any{&subject, &watcher}, func() error {
+		out[subject] = append(out[subject], watcher)
+		return nil
+	}); err != nil {
+		return nil, classify("read presence watchers", err)
+	}
+	return out, nil
+}
+
 // audience reads presenceSharersSQL and keeps, per subject, the users who
 // may see the subject's presence (hidden false) or those who may not.
 func (p *Presence) audience(ctx context.Context, users []int64, maxMembers int, hidden bool) (map[int64][]int64, error) {

@@ -51,6 +51,9 @@ type Store interface {
 	// when that came after it).
 	ReapNodes(ctx context.Context, node string) (map[int64]time.Time, error)
 	Watchers(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error)
+	// Watching: of the watchers pairs lists for each subject, those
+	// Watchers would list for it now.
+	Watching(ctx context.Context, pairs map[int64][]int64, maxMembers int) (map[int64][]int64, error)
 	// HiddenFrom: for each user, who would watch them but for their own
 	// choice (they hide their presence, or blocked them).
 	HiddenFrom(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error)
@@ -854,7 +857,9 @@ func (t *Tracker) process() time.Duration {
 // to those who watch them still: the join's transaction read who may,
 // and a block, a hide or a removal committed since (before the event
 // got here: through Kafka, or in this round) has told them hidden
-// already.
+// already. Only those pairs are checked (Watching), not every watcher of
+// each user: a newcomer to a group of a team that shares many groups
+// would otherwise read the whole team's audiences in this round.
 func (t *Tracker) pushStarted(ctx context.Context, started map[int64][]int64) {
 	if len(started) == 0 {
 		return
@@ -863,7 +868,7 @@ func (t *Tracker) pushStarted(ctx context.Context, started map[int64][]int64) {
 	for u := range started {
 		users = append(users, u)
 	}
-	watchers, err := t.cfg.Store.Watchers(ctx, users, t.cfg.LargeGroup)
+	watchers, err := t.cfg.Store.Watching(ctx, started, t.cfg.LargeGroup)
 	if !t.ok("read presence watchers", err) {
 		return
 	}

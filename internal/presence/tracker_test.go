@@ -3,6 +3,7 @@ package presence
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +128,15 @@ func (f *fakeStore) Watchers(_ context.Context, users []int64, _ int) (map[int64
 	out := map[int64][]int64{}
 	for _, u := range users {
 		out[u] = []int64{100}
+	}
+	return out, nil
+}
+func (f *fakeStore) Watching(_ context.Context, pairs map[int64][]int64, _ int) (map[int64][]int64, error) {
+	out := map[int64][]int64{}
+	for u, ws := range pairs {
+		if slices.Contains(ws, 100) {
+			out[u] = []int64{100}
+		}
 	}
 	return out, nil
 }
