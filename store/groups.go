@@ -99,6 +99,9 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 		// member.added first: it starts the new member's streams at
 		// join_seq, so the entry after it reaches them too.
 		ev := chat.MemberAddedEvent(conv, userID, actorID, added.Role)
+		if err := lockSharing(ctx, tx, conversationID, []int64{userID}, s.largeGroup); err != nil {
+			return nil, err
+		}
 		if ev.PresenceShown, err = presenceStarted(ctx, tx, conversationID, []int64{userID}, s.largeGroup); err != nil {
 			return nil, err
 		}
@@ -196,6 +199,9 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 		// member.removed first: the removed member's streams stop before
 		// the entries that follow, which are for those who stay.
 		removed := chat.MemberRemovedEvent(conversationID, target.UserID, actorID, conv.LastSeq)
+		if err := lockSharing(ctx, tx, conversationID, []int64{target.UserID}, s.largeGroup); err != nil {
+			return nil, err
+		}
 		if removed.PresenceHiddenFrom, removed.PresenceHidden, err = presenceEnded(ctx, tx, conversationID, target.UserID, s.largeGroup); err != nil {
 			return nil, err
 		}
@@ -285,7 +291,7 @@ func presenceEnded(ctx context.Context, tx pgx.Tx, conversationID, userID int64,
 // not with the sizes of every conversation the joined share with
 // anyone), then each way, where neither hides their presence and the
 // subject did not block the watcher. One statement whatever the group's
-// size.
+// size. Its reads come after lockSharing's locks.
 var presenceStartedSQL = `
 WITH p AS (
 	SELECT n.user_id AS n, o.user_id AS o
@@ -301,6 +307,46 @@ FROM p CROSS JOIN LATERAL (VALUES (p.n, p.o), (p.o, p.n)) d(watcher, subject)
 WHERE NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id IN (p.n, p.o) AND NOT h.presence)
   AND NOT ` + blockedBySQL("d.watcher", "d.subject") + `
 ORDER BY d.watcher, d.subject`
+
+// lockSharing serialises, for the rest of the transaction, the
+// membership changes whose presence statements (presenceStartedSQL,
+// presenceEndedSQL) decide about a pair in common, so that the later of
+// two reads the earlier's commit: movers just joined or left
+// conversationID, and when it has at most largeGroup members (when those
+// statements decide anything), each mover's key is taken exclusively
+// and its other members' keys shared. A change of X in conversation C
+// decides about the pairs of X and C's members; one of Y in D about Y
+// and D's members. They decide about a pair in common only when X = Y
+// (both hold X exclusively) or X is in D and Y in C (each holds the
+// other's key shared and its own mover's exclusively): they wait for
+// each other then (and when only one of X in D, Y in C holds). Without it, Y removed from D while X, who
+// shares D with Y, joins C, which Y is in, each reads the other's
+// conversation as before: the join finds them sharing D (telling
+// nothing), the removal finds them sharing nothing else (telling each
+// the other's presence hidden), and they end up sharing C, told hidden.
+// Changes to different members' pairs (two adds to groups of a team)
+// only share keys shared, and wait for nothing; a send takes none.
+// Keys are taken in the order of the key, one order for every locker
+// (a hash of the user id: a collision only makes two users wait for each
+// other), after the conversation's lock and the pairs' (lockPairs),
+// before any read that decides.
+func lockSharing(ctx context.Context, tx pgx.Tx, conversationID int64, movers []int64, largeGroup int) error {
+	// The aggregate takes the locks in the order its sorted input reaches
+	// it (lockPairs).
+	if _, err := tx.Exec(ctx, `
+		SELECT count(CASE WHEN l.mover THEN pg_advisory_xact_lock(l.k) ELSE pg_advisory_xact_lock_shared(l.k) END)
+		FROM (SELECT hashtextextended('chat.sharing:' || a.u, 0) AS k, bool_or(a.mover) AS mover
+		      FROM conversation c
+		      CROSS JOIN LATERAL (SELECT u, true FROM unnest($2::bigint[]) AS t(u)
+		                          UNION ALL
+		                          SELECT m.user_id, false FROM conversation_member m WHERE m.conversation_id = c.id) a(u, mover)
+		      WHERE c.id = $1 AND c.member_count <= $3
+		      GROUP BY 1 ORDER BY 1) l`,
+		conversationID, movers, largeGroup); err != nil {
+		return fmt.Errorf("lock the sharing of presence: %w", err)
+	}
+	return nil
+}
 
 // maxPresenceStarted is the most members a group created at once may
 // have for its conversation.created to list who may now see whose
