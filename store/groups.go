@@ -286,21 +286,52 @@ func presenceEnded(ctx context.Context, tx pgx.Tx, conversationID, userID int64,
 // conversation of at most $3 members, one or both of whom ($2) just
 // joined it: the watcher may now see the subject's presence. Each pair
 // once (n, a new member; o, the other: the lower id is n when both are
-// new), less those who share another (sharesSmallSQL, per pair: what it
-// costs grows with the pairs and the memberships of their new members,
-// not with the sizes of every conversation the joined share with
-// anyone), then each way, where neither hides their presence and the
-// subject did not block the watcher. One statement whatever the group's
-// size. Its reads come after lockSharing's locks.
+// new), less those who share another, then each way, where neither
+// hides their presence and the subject did not block the watcher. One
+// statement whatever the group's size; its reads come after
+// lockSharing's locks.
+//
+// Who shares another is found in time linear in what it reads, whatever
+// the shape of the members' other conversations: the joined users'
+// other small conversations, each read once however many of the joined
+// are in it (k), and of their members only those of $1 (x), numbered by
+// a bit each (m.i); each such conversation with two or more of them
+// gives the bits of its members (cmask); each member, the union of
+// those of its conversations (umask): the members of $1 it shares
+// another with. Subtracting the pairs of every joined user's sharers
+// instead read each conversation once per joined member in it (a team
+// of 200 sharing 60 groups: 2.4M rows for its next group, 0.3-1 s), and
+// looking each pair up (an index probe per membership until one is
+// shared) read every membership of each pair that shares nothing (a
+// group of 200 who each have 60 direct conversations with others: 2 s);
+// docs/benchmarks.md, "Presence on a join".
 var presenceStartedSQL = `
-WITH p AS (
-	SELECT n.user_id AS n, o.user_id AS o
-	FROM conversation c
-	JOIN conversation_member n ON n.conversation_id = c.id AND n.user_id = ANY($2::bigint[])
-	JOIN conversation_member o ON o.conversation_id = c.id AND o.user_id <> n.user_id
-	     AND (o.user_id > n.user_id OR o.user_id <> ALL($2::bigint[]))
+WITH m AS (
+	SELECT cm.user_id AS u, (row_number() OVER (ORDER BY cm.user_id) - 1)::int AS i, c.member_count AS size
+	FROM conversation c JOIN conversation_member cm ON cm.conversation_id = c.id
 	WHERE c.id = $1 AND c.member_count <= $3
-	  AND NOT ` + sharesSmallSQL("n.user_id", "o.user_id", "$1", "$3") + `
+),
+x AS (
+	SELECT km.conversation_id AS c, m.u, m.i, m.size
+	FROM (SELECT DISTINCT jm.conversation_id
+	      FROM conversation_member jm JOIN conversation jc ON jc.id = jm.conversation_id AND jc.member_count <= $3
+	      WHERE jm.user_id = ANY($2::bigint[]) AND jm.conversation_id <> $1) k
+	JOIN conversation_member km ON km.conversation_id = k.conversation_id
+	JOIN m ON m.u = km.user_id
+),
+cmask AS (
+	SELECT x.c, bit_or(set_bit(repeat('0', x.size)::varbit, x.i, 1)) AS bits
+	FROM x GROUP BY x.c HAVING count(*) > 1
+),
+umask AS (
+	SELECT x.u, bit_or(cmask.bits) AS bits FROM x JOIN cmask ON cmask.c = x.c GROUP BY x.u
+),
+p AS (
+	SELECT n.u AS n, o.u AS o
+	FROM m n
+	JOIN m o ON o.u <> n.u AND (o.u > n.u OR o.u <> ALL($2::bigint[]))
+	LEFT JOIN umask s ON s.u = n.u
+	WHERE n.u = ANY($2::bigint[]) AND (s.bits IS NULL OR get_bit(s.bits, o.i) = 0)
 )
 SELECT d.watcher, d.subject
 FROM p CROSS JOIN LATERAL (VALUES (p.n, p.o), (p.o, p.n)) d(watcher, subject)
