@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -407,33 +408,41 @@ func (p *Presence) HiddenFrom(ctx context.Context, users []int64, maxMembers int
 
 // watchingSQL keeps, of the pairs ($1[i] subject, $2[i] watcher), those
 // where the watcher may see the subject's presence, as Watchers decides
-// it (presenceSharersSQL): they share a conversation of at most $3
-// members (sharesSmallSQL, per pair), neither hides their presence and
-// the subject did not block the watcher.
+// it (presenceSharersSQL): they share a conversation of at most $4
+// members, neither hides their presence and the subject did not block
+// the watcher. The conversation $3[i] is looked at first (the one whose
+// join listed the pair): the members of those conversations ($5, each
+// once) are read once (v) and the pairs matched against them, not looked up pair
+// by pair (a group of 200 created at once lists 39,800 pairs); only a
+// pair that no longer shares it looks through the subject's memberships
+// (sharesSmallSQL).
 var watchingSQL = `
+WITH v AS (
+	SELECT vm.conversation_id, vm.user_id
+	FROM conversation vc JOIN conversation_member vm ON vm.conversation_id = vc.id
+	WHERE vc.id = ANY($5::bigint[]) AND vc.member_count <= $4
+)
 SELECT p.subject, p.watcher
-FROM unnest($1::bigint[], $2::bigint[]) AS p(subject, watcher)
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS p(subject, watcher, via)
+LEFT JOIN v vs ON vs.conversation_id = p.via AND vs.user_id = p.subject
+LEFT JOIN v vw ON vw.conversation_id = p.via AND vw.user_id = p.watcher
 WHERE p.subject <> p.watcher
   AND NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id IN (p.subject, p.watcher) AND NOT h.presence)
   AND NOT ` + blockedBySQL("p.watcher", "p.subject") + `
-  AND ` + sharesSmallSQL("p.subject", "p.watcher", "", "$3")
+  AND (vs.user_id IS NOT NULL AND vw.user_id IS NOT NULL OR ` + sharesSmallSQL("p.subject", "p.watcher", "$4") + `)`
 
-// Watching returns, of the watchers each subject in pairs lists, those
-// who see the subject's presence now (as Watchers would list them): one
-// lookup per pair, where Watchers reads everyone who shares a
-// conversation with each subject.
-func (p *Presence) Watching(ctx context.Context, pairs map[int64][]int64, maxMembers int) (map[int64][]int64, error) {
-	var subjects, watchers []int64
-	for s, ws := range pairs {
-		for _, w := range ws {
-			subjects, watchers = append(subjects, s), append(watchers, w)
-		}
-	}
+// Watching returns, of the pairs (subjects[i], watchers[i]), those where
+// the watcher sees the subject's presence now (as Watchers would list
+// them), by subject: one lookup per pair, where Watchers reads everyone
+// who shares a conversation with each subject. via[i] is a conversation
+// the pair is likely to share (the one whose join listed them).
+func (p *Presence) Watching(ctx context.Context, subjects, watchers, via []int64, maxMembers int) (map[int64][]int64, error) {
 	out := map[int64][]int64{}
 	if len(subjects) == 0 {
 		return out, nil
 	}
-	rows, err := p.pool.Query(ctx, watchingSQL, subjects, watchers, maxMembers)
+	convs := slices.Compact(slices.Sorted(slices.Values(via)))
+	rows, err := p.pool.Query(ctx, watchingSQL, subjects, watchers, via, maxMembers, convs)
 	if err != nil {
 		return nil, classify("read presence watchers", err)
 	}

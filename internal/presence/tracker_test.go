@@ -3,7 +3,6 @@ package presence
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -131,10 +130,10 @@ func (f *fakeStore) Watchers(_ context.Context, users []int64, _ int) (map[int64
 	}
 	return out, nil
 }
-func (f *fakeStore) Watching(_ context.Context, pairs map[int64][]int64, _ int) (map[int64][]int64, error) {
+func (f *fakeStore) Watching(_ context.Context, subjects, watchers, _ []int64, _ int) (map[int64][]int64, error) {
 	out := map[int64][]int64{}
-	for u, ws := range pairs {
-		if slices.Contains(ws, 100) {
+	for i, u := range subjects {
+		if watchers[i] == 100 {
 			out[u] = []int64{100}
 		}
 	}
