@@ -122,3 +122,41 @@ func TestTwoRemovalsAtOnceEndingAPairsLastTwoSharedGroupsHideEachFromTheOther(t 
 		t.Fatalf("users 1 and 2 share no conversation, but 1's presence hidden from 2: %v, 2's from 1: %v (events %+v)", hiddenOf1, hiddenOf2, rec.events())
 	}
 }
+
+// TestADirectConversationOpenedAsTheLastSharedGroupIsLeftTellsThePair:
+// users 1 and 2 share group a; 1 opens a direct conversation with 2
+// while 2 is removed from a, at the same moment. Reading each other's
+// conversation as before, the creation would find them sharing a
+// (telling nothing) and the removal find no other conversation (hiding
+// each from the other): they would share the direct conversation, told
+// hidden.
+func TestADirectConversationOpenedAsTheLastSharedGroupIsLeftTellsThePair(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	rec := &publishRecorder{types: []string{chat.EventConversationCreated, chat.EventMemberRemoved}}
+	st, pool := newStoreWithLimits(t, chat.DefaultLimits(), store.WithPublisher(rec))
+	a := mustGroup(t, st, 3, 1, 2)
+	atOnce(t, pool, func() error {
+		_, _, err := st.OpenDirect(ctx, 1, 2)
+		return err
+	}, func() error { return st.RemoveMember(ctx, a.ID, 3, 2) })
+
+	var hidden, hiddenFrom []int64
+	var shown map[int64][]int64
+	for _, ev := range rec.events() {
+		switch ev.Type {
+		case chat.EventConversationCreated:
+			if ev.ConversationID != a.ID {
+				shown = ev.PresenceShown
+			}
+		case chat.EventMemberRemoved:
+			hidden, hiddenFrom = ev.PresenceHidden, ev.PresenceHiddenFrom
+		}
+	}
+	if slices.Contains(hiddenFrom, 1) && !slices.Contains(shown[1], 2) {
+		t.Fatalf("users 1 and 2 share a direct conversation, but the removal hid 2's presence from 1 (presenceHiddenFrom %v) and the creation shows it to nobody (presenceShown %v)", hiddenFrom, shown)
+	}
+	if slices.Contains(hidden, 1) && !slices.Contains(shown[2], 1) {
+		t.Fatalf("users 1 and 2 share a direct conversation, but the removal hid 1's presence from 2 (presenceHidden %v) and the creation shows it to nobody (presenceShown %v)", hidden, shown)
+	}
+}
