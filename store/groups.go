@@ -295,10 +295,10 @@ func presenceEnded(ctx context.Context, tx pgx.Tx, conversationID, userID int64,
 // the shape of the members' other conversations: the joined users'
 // other small conversations, each read once however many of the joined
 // are in it (k), and of their members only those of $1 (x), numbered by
-// a bit each (m.i); each such conversation with two or more of them
-// gives the bits of its members (cmask); each member, the union of
-// those of its conversations (umask): the members of $1 it shares
-// another with. Subtracting the pairs of every joined user's sharers
+// a bit each (m.i, of m.size bits); each such conversation with two or
+// more of them gives the bits of its members (cmask); each member, the
+// union of those of its conversations (umask): the members of $1 it
+// shares another with. Subtracting the pairs of every joined user's sharers
 // instead read each conversation once per joined member in it (a team
 // of 200 sharing 60 groups: 2.4M rows for its next group, 0.3-1 s), and
 // looking each pair up (an index probe per membership until one is
@@ -307,7 +307,7 @@ func presenceEnded(ctx context.Context, tx pgx.Tx, conversationID, userID int64,
 // docs/benchmarks.md, "Presence on a join".
 var presenceStartedSQL = `
 WITH m AS (
-	SELECT cm.user_id AS u, (row_number() OVER (ORDER BY cm.user_id) - 1)::int AS i, c.member_count AS size
+	SELECT cm.user_id AS u, (row_number() OVER (ORDER BY cm.user_id) - 1)::int AS i, (count(*) OVER ())::int AS size
 	FROM conversation c JOIN conversation_member cm ON cm.conversation_id = c.id
 	WHERE c.id = $1 AND c.member_count <= $3
 ),
@@ -350,11 +350,13 @@ ORDER BY d.watcher, d.subject`
 // and D's members. They decide about a pair in common only when X = Y
 // (both hold X exclusively) or X is in D and Y in C (each holds the
 // other's key shared and its own mover's exclusively): they wait for
-// each other then (and when only one of X in D, Y in C holds). Without it, Y removed from D while X, who
-// shares D with Y, joins C, which Y is in, each reads the other's
-// conversation as before: the join finds them sharing D (telling
-// nothing), the removal finds them sharing nothing else (telling each
-// the other's presence hidden), and they end up sharing C, told hidden.
+// each other then (and when only one of X in D, Y in C holds). Without
+// it, Y removed from D while X, who shares D with Y, joins C, which Y is
+// in, each reads the other's conversation as before: the join finds
+// them sharing D (telling nothing), the removal finds them sharing
+// nothing else (telling each the other's presence hidden), and they end
+// up sharing C, told hidden. A lock of the joining or leaving user alone
+// would not order these two (X is not Y).
 // Changes to different members' pairs (two adds to groups of a team)
 // only share keys shared, and wait for nothing; a send takes none.
 // Keys are taken in the order of the key, one order for every locker
