@@ -175,11 +175,12 @@
 //     joins or leaves C while Y joins or leaves D, X in D and Y in C,
 //     or X = Y) would each read the other's conversation as it was
 //     before the other committed, and tell wrong: the pair told hidden
-//     while it shares C, or shown nothing more while it shares nothing.
-//     So each first takes, after the conversation's lock and the pairs'
-//     (lockSharing, in key order), an advisory lock per user: the
+//     while it shares C, or never told hidden once it shares nothing.
+//     So each first takes (lockSharing) an advisory lock per user: the
 //     joining or leaving users' exclusive, the conversation's other
-//     members' shared. Two such changes deciding about a pair in common
+//     members' shared, in key order, after every other lock the change
+//     takes (the conversation's, the pairs') and before it reads, so
+//     they add no deadlock. Two such changes deciding about a pair in common
 //     then wait for each other (as do those where one's user is a member
 //     of the other's conversation), and the later reads the earlier's
 //     commit; changes of other users in groups of the same members take
