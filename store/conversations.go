@@ -188,6 +188,9 @@ func (s *Store) CreateGroup(ctx context.Context, g chat.GroupRequest) (chat.Conv
 		created = true
 		ev := chat.ConversationCreatedEvent(conv, g.CreatorID)
 		if len(ids) <= maxPresenceStarted {
+			if err := lockSharing(ctx, tx, conv.ID, ids, s.largeGroup); err != nil {
+				return nil, err
+			}
 			if ev.PresenceShown, err = presenceStarted(ctx, tx, conv.ID, ids, s.largeGroup); err != nil {
 				return nil, err
 			}
@@ -332,6 +335,9 @@ func (s *Store) OpenDirect(ctx context.Context, userID, peerID int64) (chat.Conv
 		}
 		if created {
 			ev := chat.ConversationCreatedEvent(conv, userID)
+			if err := lockSharing(ctx, tx, id, []int64{low, high}, s.largeGroup); err != nil {
+				return nil, err
+			}
 			if ev.PresenceShown, err = presenceStarted(ctx, tx, id, []int64{low, high}, s.largeGroup); err != nil {
 				return nil, err
 			}

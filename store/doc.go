@@ -166,6 +166,26 @@
 //     (profileAudience, chat.ProfileAudience): a profile write that read
 //     its audience before a block commits before the block reads the
 //     profile, and one after it reads the block.
+//   - A membership change that tells presence (AddMember, RemoveMember,
+//     CreateGroup, OpenDirect creating the pair's conversation) decides,
+//     per pair of the user who joined or left and the conversation's
+//     members, whether they start or stop sharing a conversation of at
+//     most CHAT_LARGE_GROUP members, by reading their other
+//     conversations. Two such changes that decide about one pair (X
+//     joins or leaves C while Y joins or leaves D, X in D and Y in C,
+//     or X = Y) would each read the other's conversation as it was
+//     before the other committed, and tell wrong: the pair told hidden
+//     while it shares C, or never told hidden once it shares nothing.
+//     So each first takes (lockSharing) an advisory lock per user: the
+//     joining or leaving users' exclusive, the conversation's other
+//     members' shared, in key order, after every other lock the change
+//     takes (the conversation's, the pairs') and before it reads, so
+//     they add no deadlock. Two such changes deciding about a pair in common
+//     then wait for each other (as do those where one's user is a member
+//     of the other's conversation), and the later reads the earlier's
+//     commit; changes of other users in groups of the same members take
+//     each other's locks shared only and wait for nothing, and sends
+//     take none.
 //   - Reads (History, Inbox, SeenBy, GetConversation) run in a read-only
 //     REPEATABLE READ transaction so the membership check and the data come
 //     from one snapshot.

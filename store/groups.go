@@ -99,6 +99,9 @@ func (s *Store) AddMember(ctx context.Context, conversationID, actorID, userID i
 		// member.added first: it starts the new member's streams at
 		// join_seq, so the entry after it reaches them too.
 		ev := chat.MemberAddedEvent(conv, userID, actorID, added.Role)
+		if err := lockSharing(ctx, tx, conversationID, []int64{userID}, s.largeGroup); err != nil {
+			return nil, err
+		}
 		if ev.PresenceShown, err = presenceStarted(ctx, tx, conversationID, []int64{userID}, s.largeGroup); err != nil {
 			return nil, err
 		}
@@ -196,6 +199,9 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 		// member.removed first: the removed member's streams stop before
 		// the entries that follow, which are for those who stay.
 		removed := chat.MemberRemovedEvent(conversationID, target.UserID, actorID, conv.LastSeq)
+		if err := lockSharing(ctx, tx, conversationID, []int64{target.UserID}, s.largeGroup); err != nil {
+			return nil, err
+		}
 		if removed.PresenceHiddenFrom, removed.PresenceHidden, err = presenceEnded(ctx, tx, conversationID, target.UserID, s.largeGroup); err != nil {
 			return nil, err
 		}
@@ -280,28 +286,100 @@ func presenceEnded(ctx context.Context, tx pgx.Tx, conversationID, userID int64,
 // conversation of at most $3 members, one or both of whom ($2) just
 // joined it: the watcher may now see the subject's presence. Each pair
 // once (n, a new member; o, the other: the lower id is n when both are
-// new), less those who share another (EXCEPT: a hashed or sorted set
-// difference, as cheap for a group of 200 created at once as for one
-// member added, whatever the planner guesses of the group's size), then
-// each way, where neither hides their presence and the subject did not
-// block the watcher. One statement whatever the group's size.
+// new), less those who share another, then each way, where neither
+// hides their presence and the subject did not block the watcher. One
+// statement whatever the group's size; its reads come after
+// lockSharing's locks.
+//
+// Who shares another is found in time linear in what it reads, whatever
+// the shape of the members' other conversations: the joined users'
+// other small conversations, each read once however many of the joined
+// are in it (k), and of their members only those of $1 (x), numbered by
+// a bit each (m.i, of m.size bits); each such conversation with two or
+// more of them gives the bits of its members (cmask); each member, the
+// union of those of its conversations (umask): the members of $1 it
+// shares another with. Subtracting the pairs of every joined user's sharers
+// instead read each conversation once per joined member in it (a team
+// of 200 sharing 60 groups: 2.4M rows for its next group, 0.3-1 s), and
+// looking each pair up (an index probe per membership until one is
+// shared) read every membership of each pair that shares nothing (a
+// group of 200 who each have 60 direct conversations with others: 2 s);
+// docs/benchmarks.md, "Presence on a join".
 var presenceStartedSQL = `
-WITH p AS (
-	SELECT n.user_id AS n, o.user_id AS o
-	FROM conversation c
-	JOIN conversation_member n ON n.conversation_id = c.id AND n.user_id = ANY($2::bigint[])
-	JOIN conversation_member o ON o.conversation_id = c.id AND o.user_id <> n.user_id
-	     AND (o.user_id > n.user_id OR o.user_id <> ALL($2::bigint[]))
+WITH m AS (
+	SELECT cm.user_id AS u, (row_number() OVER (ORDER BY cm.user_id) - 1)::int AS i, (count(*) OVER ())::int AS size
+	FROM conversation c JOIN conversation_member cm ON cm.conversation_id = c.id
 	WHERE c.id = $1 AND c.member_count <= $3
-	EXCEPT
-	SELECT x.subject, x.sharer
-	FROM (` + smallSharersSQL("shm.user_id = ANY($2::bigint[]) AND shm.conversation_id <> $1", "$3") + `) x
+),
+x AS (
+	SELECT km.conversation_id AS c, m.u, m.i, m.size
+	FROM (SELECT DISTINCT jm.conversation_id
+	      FROM conversation_member jm JOIN conversation jc ON jc.id = jm.conversation_id AND jc.member_count <= $3
+	      WHERE jm.user_id = ANY($2::bigint[]) AND jm.conversation_id <> $1) k
+	JOIN conversation_member km ON km.conversation_id = k.conversation_id
+	JOIN m ON m.u = km.user_id
+),
+cmask AS (
+	SELECT x.c, bit_or(set_bit(repeat('0', x.size)::varbit, x.i, 1)) AS bits
+	FROM x GROUP BY x.c HAVING count(*) > 1
+),
+umask AS (
+	SELECT x.u, bit_or(cmask.bits) AS bits FROM x JOIN cmask ON cmask.c = x.c GROUP BY x.u
+),
+p AS (
+	SELECT n.u AS n, o.u AS o
+	FROM m n
+	JOIN m o ON o.u <> n.u AND (o.u > n.u OR o.u <> ALL($2::bigint[]))
+	LEFT JOIN umask s ON s.u = n.u
+	WHERE n.u = ANY($2::bigint[]) AND (s.bits IS NULL OR get_bit(s.bits, o.i) = 0)
 )
 SELECT d.watcher, d.subject
 FROM p CROSS JOIN LATERAL (VALUES (p.n, p.o), (p.o, p.n)) d(watcher, subject)
 WHERE NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id IN (p.n, p.o) AND NOT h.presence)
   AND NOT ` + blockedBySQL("d.watcher", "d.subject") + `
 ORDER BY d.watcher, d.subject`
+
+// lockSharing serialises, for the rest of the transaction, the
+// membership changes whose presence statements (presenceStartedSQL,
+// presenceEndedSQL) decide about a pair in common, so that the later of
+// two reads the earlier's commit: movers just joined or left
+// conversationID, and when it has at most largeGroup members (when those
+// statements decide anything), each mover's key is taken exclusively
+// and its other members' keys shared. A change of X in conversation C
+// decides about the pairs of X and C's members; one of Y in D about Y
+// and D's members. They decide about a pair in common only when X = Y
+// (both hold X exclusively) or X is in D and Y in C (each holds the
+// other's key shared and its own mover's exclusively): they wait for
+// each other then (and when only one of X in D, Y in C holds). Without
+// it, Y removed from D while X, who shares D with Y, joins C, which Y is
+// in, each reads the other's conversation as before: the join finds
+// them sharing D (telling nothing), the removal finds them sharing
+// nothing else (telling each the other's presence hidden), and they end
+// up sharing C, told hidden. A lock of the joining or leaving user alone
+// would not order these two (X is not Y).
+// Changes to different members' pairs (two adds to groups of a team)
+// only share keys shared, and wait for nothing; a send takes none.
+// Keys are taken in the order of the key, one order for every locker
+// (a hash of the user id: a collision only makes two users wait for each
+// other), after the conversation's lock and the pairs' (lockPairs),
+// before any read that decides.
+func lockSharing(ctx context.Context, tx pgx.Tx, conversationID int64, movers []int64, largeGroup int) error {
+	// The aggregate takes the locks in the order its sorted input reaches
+	// it (lockPairs).
+	if _, err := tx.Exec(ctx, `
+		SELECT count(CASE WHEN l.mover THEN pg_advisory_xact_lock(l.k) ELSE pg_advisory_xact_lock_shared(l.k) END)
+		FROM (SELECT hashtextextended('chat.sharing:' || a.u, 0) AS k, bool_or(a.mover) AS mover
+		      FROM conversation c
+		      CROSS JOIN LATERAL (SELECT u, true FROM unnest($2::bigint[]) AS t(u)
+		                          UNION ALL
+		                          SELECT m.user_id, false FROM conversation_member m WHERE m.conversation_id = c.id) a(u, mover)
+		      WHERE c.id = $1 AND c.member_count <= $3
+		      GROUP BY 1 ORDER BY 1) l`,
+		conversationID, movers, largeGroup); err != nil {
+		return fmt.Errorf("lock the sharing of presence: %w", err)
+	}
+	return nil
+}
 
 // maxPresenceStarted is the most members a group created at once may
 // have for its conversation.created to list who may now see whose

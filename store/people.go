@@ -51,6 +51,22 @@ func smallSharersSQL(where, max string) string {
 	WHERE ` + where
 }
 
+// sharesSmallSQL says that users a and b are both members of a
+// conversation of at most max members: the rule of smallSharersSQL for
+// one pair, which a statement that asks about a few given pairs says
+// this way (not the sharers of each, a conversation's size of rows per
+// conversation of theirs): a lookup of a's memberships (index
+// conversation_member_user_idx), each probing b's member row (the
+// primary key), that stops at the first conversation found. A pair that
+// shares nothing reads all of a's memberships: not for the pairs of a
+// whole group (presenceStartedSQL).
+func sharesSmallSQL(a, b, max string) string {
+	return `EXISTS (SELECT 1 FROM conversation_member pa
+	JOIN conversation_member pb ON pb.conversation_id = pa.conversation_id AND pb.user_id = ` + b + `
+	JOIN conversation pc ON pc.id = pa.conversation_id AND pc.member_count <= ` + max + `
+	WHERE pa.user_id = ` + a + `)`
+}
+
 // profilesSQL returns the profiles of $2 that $1 may see (seesProfileSQL),
 // in $2's order, each with whether its user blocked $1. A user the viewer
 // may not see is left out exactly like one that does not exist.

@@ -39,9 +39,9 @@
 // transaction read it, who may now see whose presence; every node reads
 // the current state of those its connected users may now see (one
 // store.Presence.Presences, what the query answers) and pushes it to
-// those of them who watch them still (Watchers, read then: a block, a
-// hide or a removal committed after the join's transaction told them
-// hidden already).
+// those of them who watch them still (Watching, read then for those
+// pairs alone: a block, a hide or a removal committed after the join's
+// transaction told them hidden already).
 //
 // Presence is never stored per event. What is stored is state, in
 // PostgreSQL (see store.Presence): what the user's watchers were last

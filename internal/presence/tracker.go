@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +50,10 @@ type Store interface {
 	// when that came after it).
 	ReapNodes(ctx context.Context, node string) (map[int64]time.Time, error)
 	Watchers(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error)
+	// Watching: of the pairs (subjects[i], watchers[i]), those where
+	// Watchers would list the watcher for the subject now, by subject;
+	// via[i] is a conversation the pair is likely to share still.
+	Watching(ctx context.Context, subjects, watchers, via []int64, maxMembers int) (map[int64][]int64, error)
 	// HiddenFrom: for each user, who would watch them but for their own
 	// choice (they hide their presence, or blocked them).
 	HiddenFrom(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error)
@@ -105,8 +108,9 @@ type Tracker struct {
 	ended []chat.Event
 	// started holds, for each user whose current state membership
 	// changes owe this node's sessions (SharingStarted), those sessions'
-	// users; at most remoteQueue users.
-	started map[int64][]int64
+	// users, each with the conversation whose join owes it; at most
+	// remoteQueue users.
+	started map[int64][]owedTo
 
 	wake    chan struct{}
 	stop    chan struct{}
@@ -408,15 +412,21 @@ func (t *Tracker) SharingStarted(ev chat.Event) {
 	}
 	for u, to := range owed {
 		if t.started == nil {
-			t.started = map[int64][]int64{}
+			t.started = map[int64][]owedTo{}
 		}
-		t.started[u] = append(t.started[u], to...)
+		for _, w := range to {
+			t.started[u] = append(t.started[u], owedTo{w, ev.ConversationID})
+		}
 	}
 	t.mu.Unlock()
 	if len(owed) > 0 {
 		t.signal()
 	}
 }
+
+// owedTo is a user owed a subject's state (Tracker.started), with the
+// conversation whose join owes it.
+type owedTo struct{ watcher, via int64 }
 
 // visibilityChange is what a user's visibility changes waiting for the
 // next round asked: a hide, a show, or both. Both are announced, each to
@@ -854,16 +864,22 @@ func (t *Tracker) process() time.Duration {
 // to those who watch them still: the join's transaction read who may,
 // and a block, a hide or a removal committed since (before the event
 // got here: through Kafka, or in this round) has told them hidden
-// already.
-func (t *Tracker) pushStarted(ctx context.Context, started map[int64][]int64) {
+// already. Only those pairs are checked (Watching), not every watcher of
+// each user: a newcomer to a group of a team that shares many groups
+// would otherwise read the whole team's audiences in this round.
+func (t *Tracker) pushStarted(ctx context.Context, started map[int64][]owedTo) {
 	if len(started) == 0 {
 		return
 	}
 	users := make([]int64, 0, len(started))
-	for u := range started {
+	var subjects, watching, via []int64
+	for u, to := range started {
 		users = append(users, u)
+		for _, o := range to {
+			subjects, watching, via = append(subjects, u), append(watching, o.watcher), append(via, o.via)
+		}
 	}
-	watchers, err := t.cfg.Store.Watchers(ctx, users, t.cfg.LargeGroup)
+	watchers, err := t.cfg.Store.Watching(ctx, subjects, watching, via, t.cfg.LargeGroup)
 	if !t.ok("read presence watchers", err) {
 		return
 	}
@@ -876,7 +892,12 @@ func (t *Tracker) pushStarted(ctx context.Context, started map[int64][]int64) {
 		for _, w := range watchers[p.UserID] {
 			may[w] = true
 		}
-		to := slices.DeleteFunc(started[p.UserID], func(w int64) bool { return !may[w] })
+		var to []int64
+		for _, o := range started[p.UserID] {
+			if may[o.watcher] {
+				to = append(to, o.watcher)
+			}
+		}
 		if len(to) == 0 {
 			continue
 		}

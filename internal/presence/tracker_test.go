@@ -130,6 +130,15 @@ func (f *fakeStore) Watchers(_ context.Context, users []int64, _ int) (map[int64
 	}
 	return out, nil
 }
+func (f *fakeStore) Watching(_ context.Context, subjects, watchers, _ []int64, _ int) (map[int64][]int64, error) {
+	out := map[int64][]int64{}
+	for i, u := range subjects {
+		if watchers[i] == 100 {
+			out[u] = []int64{100}
+		}
+	}
+	return out, nil
+}
 func (f *fakeStore) HiddenFrom(_ context.Context, users []int64, _ int) (map[int64][]int64, error) {
 	out := map[int64][]int64{}
 	for _, u := range users {

@@ -1,0 +1,78 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
+)
+
+// TestAnAddAndARemovalAtOnceLeaveAPairThatStillSharesAGroupUntold: users 1
+// and 2 share group a; user 1 adds 2 to group b while, at the same time,
+// 2 is removed from a. Each transaction reads the other's conversation
+// as it was before the other committed (READ COMMITTED, no lock in
+// common): the add finds them sharing a already (presenceStarted lists
+// nothing), the removal finds them sharing nothing else (presenceEnded
+// hides each from the other). They end sharing b: each was told the
+// other's presence is hidden, and never given it again
+// (docs/protocol.md "Presence": a pair that starts sharing gets each
+// other's state; one that stops sharing its last conversation is told
+// hidden). The two statements are held at the outbox, which both write
+// after reading, so both read before either commits.
+func TestAnAddAndARemovalAtOnceLeaveAPairThatStillSharesAGroupUntold(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	rec := &publishRecorder{types: []string{chat.EventMemberAdded, chat.EventMemberRemoved}}
+	st, pool := newStoreWithLimits(t, chat.DefaultLimits(), store.WithPublisher(rec))
+	a := mustGroup(t, st, 1, 2)
+	b := mustGroup(t, st, 1)
+
+	hold, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Rollback(context.Background()) })
+	if _, err := hold.Exec(ctx, `LOCK TABLE outbox IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	added := testkit.Start(t, "the add", func() (struct{}, error) {
+		_, _, err := st.AddMember(ctx, b.ID, 1, 2, chat.RoleMember)
+		return struct{}{}, err
+	}, func() bool { return pgtest.LockWaiters(t, pool) == 1 })
+	removed := testkit.Start(t, "the removal", func() (struct{}, error) {
+		return struct{}{}, st.RemoveMember(ctx, a.ID, 1, 2)
+	}, func() bool { return pgtest.LockWaiters(t, pool) == 2 })
+	if added.Returned() || removed.Returned() {
+		t.Fatal("the add or the removal did not wait at the outbox the test holds")
+	}
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := added.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := removed.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if shares, err := store.NewPresence(pool, time.Minute).SharesConversation(ctx, 1, 2); err != nil || !shares {
+		t.Fatalf("users 1 and 2 share a conversation: %v (%v), want true", shares, err)
+	}
+	var hiddenFrom []int64
+	var shown map[int64][]int64
+	for _, ev := range rec.events() {
+		switch ev.Type {
+		case chat.EventMemberAdded:
+			shown = ev.PresenceShown
+		case chat.EventMemberRemoved:
+			hiddenFrom = ev.PresenceHiddenFrom
+		}
+	}
+	if slices.Contains(hiddenFrom, 1) && !slices.Contains(shown[1], 2) {
+		t.Fatalf("users 1 and 2 share group b, but the removal hid 2's presence from 1 (presenceHiddenFrom %v) and the add shows it to nobody (presenceShown %v): 1 is never told 2's state", hiddenFrom, shown)
+	}
+}
