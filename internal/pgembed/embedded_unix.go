@@ -27,7 +27,16 @@ import (
 // segment every 5.5 s) the commits in flight at a segment's creation
 // waited 12-94 ms. Without the zeros a segment's blocks are allocated as
 // WAL reaches them; no cost of that showed in commits into a fresh segment.
-var embeddedSettings = map[string]string{"wal_init_zero": "off"}
+//
+// max_locks_per_transaction 256, not 64: PostgreSQL's table of locks holds
+// that many per connection, shared by all, and a group created or joined
+// takes about two per member it pairs up (store: lockPairs and
+// lockSharing; some 400 for a group of 200 created at once). With 64, a
+// burst of 40 such creates on a pool of 32 filled it and PostgreSQL
+// refused the creates that found it full ("out of shared memory"). The
+// table's shared memory grows with it: 145 MB to 157 MB in all at 140
+// connections (postgres -C shared_memory_size, PostgreSQL 15).
+var embeddedSettings = map[string]string{"wal_init_zero": "off", "max_locks_per_transaction": "256"}
 
 // SessionsBesidePool is how many sessions the embedded cluster keeps room
 // for beyond its owner's pool: the node's own (group commit, the notice
