@@ -33,7 +33,11 @@
 // the removed user's presence and whose presence the removed user may no
 // longer see; every node gets it (its own store's, the others' through
 // Kafka) and pushes hidden to those of them connected there, with no
-// lookup and no Kafka message of its own. Its start (SharingStarted)
+// Kafka message of its own, except to a pair that sees each other again
+// (Watching, read for those pairs alone): a join committed after the
+// removal made them share another conversation, and its event, which
+// gives them each other's state, may have come first (another Kafka
+// partition; an earlier round). Its start (SharingStarted)
 // likewise: the member.added or conversation.created that made two users
 // share such a conversation for the first time maps, as the join's
 // transaction read it, who may now see whose presence; every node reads

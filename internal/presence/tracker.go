@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -847,14 +848,46 @@ func (t *Tracker) process() time.Duration {
 	if !t.closing { // else the node's clients are gone
 		t.push(ctx, events, "local")
 		t.push(ctx, remote, "remote")
-		// Addressed already: the removal's statement read who they are.
-		for _, ev := range ended {
-			t.cfg.Hub.Publish(ev)
-			t.pushed.WithLabelValues("local").Inc()
-		}
+		t.pushEnded(ctx, ended)
 		t.pushStarted(ctx, started)
 	}
 	return next
+}
+
+// pushEnded tells the users of this node that a removal ended their
+// sharing of a conversation with others (ended: hidden events addressed
+// as the removal's statement read who they are) that they may no longer
+// see those others' presence, except where they watch them again now: a
+// join committed after the removal made them share another (its
+// member.added lists them, and they are given the state for it), and
+// that join's event may have come first (through another Kafka
+// partition, or in an earlier round): a hidden pushed after it would
+// leave them showing hidden while they share a conversation. Only those
+// pairs are read (Watching); one that cannot be read now is told hidden,
+// as before.
+func (t *Tracker) pushEnded(ctx context.Context, ended []chat.Event) {
+	if len(ended) == 0 {
+		return
+	}
+	var subjects, watching, via []int64
+	for _, ev := range ended {
+		for _, w := range ev.To {
+			subjects, watching, via = append(subjects, ev.UserID), append(watching, w), append(via, 0)
+		}
+	}
+	watchers, err := t.cfg.Store.Watching(ctx, subjects, watching, via, t.cfg.LargeGroup)
+	if !t.ok("read presence watchers", err) {
+		watchers = nil
+	}
+	for _, ev := range ended {
+		to := slices.DeleteFunc(slices.Clone(ev.To), func(w int64) bool { return slices.Contains(watchers[ev.UserID], w) })
+		if len(to) == 0 {
+			continue
+		}
+		ev.To = to
+		t.cfg.Hub.Publish(ev)
+		t.pushed.WithLabelValues("local").Inc()
+	}
 }
 
 // pushStarted gives the users of this node that started sharing a
