@@ -496,13 +496,31 @@ func (p *Presence) Presence(ctx context.Context, userID int64) (chat.Presence, e
 // any session of theirs is connected to a live node; last seen now while
 // online, else the latest of their disconnects.
 func (p *Presence) Presences(ctx context.Context, users []int64) ([]chat.Presence, error) {
+	return p.presences(ctx, users, false)
+}
+
+// Announced is Presences as the users' watchers were told it: online also
+// while a user's watchers were last told they are online and no offline
+// followed (user_presence.announced_online): during the grace after a
+// disconnect (a reconnect within it announces nothing), or until a live
+// node reaps a crashed one. A watcher who starts sharing a conversation
+// with them is given this, so that it agrees with what the others were
+// told and with what comes next: an offline announced when the grace
+// runs out reaches it too, and a reconnect within the grace, announced to
+// nobody, leaves nothing to correct.
+func (p *Presence) Announced(ctx context.Context, users []int64) ([]chat.Presence, error) {
+	return p.presences(ctx, users, true)
+}
+
+func (p *Presence) presences(ctx context.Context, users []int64, announced bool) ([]chat.Presence, error) {
 	rows, err := p.pool.Query(ctx, `
 		SELECT EXISTS (SELECT 1 FROM chat_session s JOIN chat_node n ON n.node_id = s.node_id
-		               WHERE s.user_id = u.id AND n.heartbeat_at > now() - make_interval(secs => $2)),
+		               WHERE s.user_id = u.id AND n.heartbeat_at > now() - make_interval(secs => $2))
+		       OR ($3 AND EXISTS (SELECT 1 FROM user_presence a WHERE a.user_id = u.id AND a.announced_online)),
 		       now(), `+lastSeenSQL("u.id")+`
 		FROM unnest($1::bigint[]) WITH ORDINALITY AS u(id, ord)
 		ORDER BY u.ord`,
-		users, p.ttl.Seconds())
+		users, p.ttl.Seconds(), announced)
 	if err != nil {
 		return nil, classify("read presence", err)
 	}

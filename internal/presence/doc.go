@@ -41,8 +41,10 @@
 // likewise: the member.added or conversation.created that made two users
 // share such a conversation for the first time maps, as the join's
 // transaction read it, who may now see whose presence; every node reads
-// the current state of those its connected users may now see (one
-// store.Presence.Presences, what the query answers) and pushes it to
+// the state of those its connected users may now see as their watchers
+// were told it (one store.Presence.Announced: what the query answers, but
+// online during the grace after a disconnect, which the others were not
+// told of and a reconnect within it never corrects) and pushes it to
 // those of them who watch them still (Watching, read then for those
 // pairs alone: a block, a hide or a removal committed after the join's
 // transaction told them hidden already).

@@ -59,8 +59,9 @@ type Store interface {
 	// choice (they hide their presence, or blocked them).
 	HiddenFrom(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error)
 	Presence(ctx context.Context, userID int64) (chat.Presence, error)
-	// Presences is Presence of each of users, in their order.
-	Presences(ctx context.Context, users []int64) ([]chat.Presence, error)
+	// Announced is Presence of each of users, in their order, as their
+	// watchers were told it: online also during a grace (store.Presence).
+	Announced(ctx context.Context, users []int64) ([]chat.Presence, error)
 	SharesConversation(ctx context.Context, a, b int64) (bool, error)
 }
 
@@ -892,8 +893,11 @@ func (t *Tracker) pushEnded(ctx context.Context, ended []chat.Event) {
 
 // pushStarted gives the users of this node that started sharing a
 // conversation with others their current state (started: each of them,
-// with whom to tell), as the presence query answers it; those whose
-// state cannot be read now are left out: presence is best effort. Only
+// with whom to tell), as their watchers were told it (Announced: online
+// during the grace after a disconnect too, which the query answers
+// offline: told offline then, a watcher would keep it when they come
+// back within the grace, which announces nothing); those whose state
+// cannot be read now are left out: presence is best effort. Only
 // to those who watch them still: the join's transaction read who may,
 // and a block, a hide or a removal committed since (before the event
 // got here: through Kafka, or in this round) has told them hidden
@@ -916,7 +920,7 @@ func (t *Tracker) pushStarted(ctx context.Context, started map[int64][]owedTo) {
 	if !t.ok("read presence watchers", err) {
 		return
 	}
-	states, err := t.cfg.Store.Presences(ctx, users)
+	states, err := t.cfg.Store.Announced(ctx, users)
 	if !t.ok("read presence", err) {
 		return
 	}

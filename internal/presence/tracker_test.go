@@ -149,7 +149,7 @@ func (f *fakeStore) HiddenFrom(_ context.Context, users []int64, _ int) (map[int
 func (f *fakeStore) Presence(_ context.Context, u int64) (chat.Presence, error) {
 	return chat.Presence{UserID: u}, nil
 }
-func (f *fakeStore) Presences(_ context.Context, users []int64) ([]chat.Presence, error) {
+func (f *fakeStore) Announced(_ context.Context, users []int64) ([]chat.Presence, error) {
 	out := make([]chat.Presence, len(users))
 	for i, u := range users {
 		out[i] = chat.Presence{UserID: u}
