@@ -290,10 +290,17 @@ func presencePair(t *testing.T, prefix string) (a, b *server.Server, friend, dev
 }
 
 // presencePairIn is presencePair with users 1 and 2 sharing the
-// conversation share makes on node a.
+// conversation share makes on node a. Made once friend is connected to a
+// node b that consumes, the share starts their sharing of presence there
+// for sure, so friend gets user 1's state first, as the query answers
+// it: offline, and no lastSeen for a user never seen. Waited for here, it
+// cannot arrive later in place of the change a test waits for.
 func presencePairIn(t *testing.T, prefix string, share func(a *server.Server) chat.Conversation) (a, b *server.Server, friend, dev *mqtttest.Client) {
 	t.Helper()
 	a, b, friend = kafkaPairConsuming(t, prefix, map[string]string{"CHAT_PRESENCE_PUSH": "true"}, share)
+	if ev := nextPresenceSeen(t, friend, 1, 15*time.Second); ev.Online == nil || *ev.Online || ev.Hidden || ev.LastSeen != nil {
+		t.Fatalf("user 1's state when the sharing started: %+v, want offline, never seen", ev)
+	}
 	dev = rawClient(t, a.MQTTAddr(), 1, "dev-1", 5, true)
 	if ev := nextPresence(t, friend, 1, 15*time.Second); !*ev.Online {
 		t.Fatalf("presence across nodes: %+v", ev)
@@ -301,19 +308,25 @@ func presencePairIn(t *testing.T, prefix string, share func(a *server.Server) ch
 	return a, b, friend, dev
 }
 
-// kafkaPairConsuming is two nodes sharing Kafka, with env on both, and
-// user 2 (friend) connected to node b once node b consumes what node a
-// commits: user 1's sends in the conversation share makes on node a
-// reach friend.
+// warmUpUser sends the messages that tell when node b consumes; no test
+// with kafkaPairConsuming asks about their presence.
+const warmUpUser = 1000
+
+// kafkaPairConsuming is two nodes sharing Kafka, with env on both, user
+// 2 (friend) connected to node b, and the conversation share makes on
+// node a made once node b consumes what node a commits: each event the
+// share commits reaches node b while friend is connected there, so what
+// it owes friend (the presence state of those it starts sharing a
+// conversation with) comes for sure, rather than sometimes and late.
 func kafkaPairConsuming(t *testing.T, prefix string, env map[string]string, share func(a *server.Server) chat.Conversation) (a, b *server.Server, friend *mqtttest.Client) {
 	t.Helper()
 	a, b = startKafkaPair(t, prefix, env)
-	conv := share(a)
 	friend = rawClient(t, b.MQTTAddr(), 2, "friend-2", 5, true)
+	warm := mustDirect(t, context.Background(), a, warmUpUser, 2)
 	// Node b's consumer starts at the newest offset, and reads only once
 	// its group joined: wait until sends on node a reach friend.
 	testkit.WaitFor(t, 60*time.Second, "node b consuming chat.events", func() bool {
-		mustSendAs(t, a, conv.ID, 1, "warm-up")
+		mustSendAs(t, a, warm.ID, warmUpUser, "warm-up")
 		select {
 		case pk := <-friend.Publishes:
 			var ev event
@@ -322,6 +335,7 @@ func kafkaPairConsuming(t *testing.T, prefix string, env map[string]string, shar
 			return false
 		}
 	})
+	share(a)
 	return a, b, friend
 }
 
