@@ -9,7 +9,6 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/internal/presence"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/store"
 )
@@ -96,12 +95,7 @@ func TestARemovalsHiddenThatComesAfterALaterJoinsStateIsNotPushed(t *testing.T) 
 		t.Fatalf("member.added shows %v, want user 2's presence to user 1", added.PresenceShown)
 	}
 
-	pub := &published{}
-	tr := startTracker(t, presence.Config{NodeID: "a", Store: store.NewPresence(pool, presence.TTL(5*time.Second)),
-		Hub: hubOf{pub}, Grace: 100 * time.Millisecond, Heartbeat: 5 * time.Second, LargeGroup: chat.DefaultLargeGroup})
-	connect := connector(t, store.NewSessions(pool), tr)
-	connect("one", "a/1/1", 1)
-	connect("two", "a/2/1", 2)
+	tr, pub, _ := startTrackerWithTwo(t, pool, 100*time.Millisecond)
 	testkit.WaitFor(t, 5*time.Second, "user 2 announced online to user 1", func() bool { return len(pub.about(2)) >= 1 })
 	before := len(pub.about(2))
 	tr.SharingStarted(added)

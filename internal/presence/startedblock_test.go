@@ -3,7 +3,6 @@ package presence_test
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/chatd/chatd/internal/presence"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/store"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // hubOf delivers a tracker's events into p, as a node's hub would to its
@@ -24,20 +24,18 @@ func (h hubOf) Publish(evs ...chat.Event) {
 	}
 }
 
-// addedEvents keeps the member.added events a store commits.
-type addedEvents struct {
-	mu  sync.Mutex
-	evs []chat.Event
-}
-
-func (a *addedEvents) Publish(evs ...chat.Event) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, ev := range evs {
-		if ev.Type == chat.EventMemberAdded {
-			a.evs = append(a.evs, ev)
-		}
-	}
+// startTrackerWithTwo starts node a's tracker on pool, its events
+// delivered into the published it returns, and connects users 1 and 2 to
+// it (clients "one" and "two"); connect connects more.
+func startTrackerWithTwo(t *testing.T, pool *pgxpool.Pool, grace time.Duration) (tr *presence.Tracker, pub *published, connect func(client, token string, user int64)) {
+	t.Helper()
+	pub = &published{}
+	tr = startTracker(t, presence.Config{NodeID: "a", Store: store.NewPresence(pool, presence.TTL(5*time.Second)),
+		Hub: hubOf{pub}, Grace: grace, Heartbeat: 5 * time.Second, LargeGroup: chat.DefaultLargeGroup})
+	connect = connector(t, store.NewSessions(pool), tr)
+	connect("one", "a/1/1", 1)
+	connect("two", "a/2/1", 2)
+	return tr, pub, connect
 }
 
 // TestAJoinsPresenceIsNotShownToAUserBlockedBeforeItArrives: user 2 is
@@ -48,8 +46,8 @@ func (a *addedEvents) Publish(evs ...chat.Event) {
 func TestAJoinsPresenceIsNotShownToAUserBlockedBeforeItArrives(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	added := &addedEvents{}
-	st := store.New(pool, chat.DefaultLimits(), store.WithPublisher(added))
+	rec := &membershipEvents{}
+	st := store.New(pool, chat.DefaultLimits(), store.WithPublisher(rec))
 	g, _, err := st.CreateGroup(ctx, chat.GroupRequest{CreatorID: 1, Title: "g"})
 	if err != nil {
 		t.Fatal(err)
@@ -57,16 +55,7 @@ func TestAJoinsPresenceIsNotShownToAUserBlockedBeforeItArrives(t *testing.T) {
 	if _, _, err := st.AddMember(ctx, g.ID, 1, 2, ""); err != nil {
 		t.Fatal(err)
 	}
-	var ev chat.Event
-	testkit.WaitFor(t, 5*time.Second, "the member.added", func() bool {
-		added.mu.Lock()
-		defer added.mu.Unlock()
-		if len(added.evs) == 0 {
-			return false
-		}
-		ev = added.evs[0]
-		return true
-	})
+	ev := rec.last(t, chat.EventMemberAdded, 2)
 	if !slices.Contains(ev.PresenceShown[2], 1) || !slices.Contains(ev.PresenceShown[1], 2) {
 		t.Fatalf("member.added shows %v, want 1 and 2 each other's presence", ev.PresenceShown)
 	}
@@ -74,12 +63,7 @@ func TestAJoinsPresenceIsNotShownToAUserBlockedBeforeItArrives(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pub := &published{}
-	tr := startTracker(t, presence.Config{NodeID: "a", Store: store.NewPresence(pool, presence.TTL(5*time.Second)),
-		Hub: hubOf{pub}, Grace: 100 * time.Millisecond, Heartbeat: 5 * time.Second, LargeGroup: chat.DefaultLargeGroup})
-	connect := connector(t, store.NewSessions(pool), tr)
-	connect("one", "a/1/1", 1)
-	connect("two", "a/2/1", 2)
+	tr, pub, _ := startTrackerWithTwo(t, pool, 100*time.Millisecond)
 	// User 2's online reaches user 1 (2 did not block 1).
 	testkit.WaitFor(t, 5*time.Second, "user 2 announced online to user 1", func() bool { return len(pub.about(2)) >= 1 })
 	before := len(pub.about(2))

@@ -27,12 +27,7 @@ func TestAJoinDuringAReconnectsGraceGivesTheStateTheOthersWereTold(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := &published{}
-	tr := startTracker(t, presence.Config{NodeID: "a", Store: store.NewPresence(pool, presence.TTL(5*time.Second)),
-		Hub: hubOf{pub}, Grace: 3 * time.Second, Heartbeat: 5 * time.Second, LargeGroup: chat.DefaultLargeGroup})
-	connect := connector(t, store.NewSessions(pool), tr)
-	connect("one", "a/1/1", 1)
-	connect("two", "a/2/1", 2)
+	tr, pub, connect := startTrackerWithTwo(t, pool, 3*time.Second)
 	ps := store.NewPresence(pool, presence.TTL(5*time.Second))
 	testkit.WaitFor(t, 5*time.Second, "user 2 announced online", func() bool {
 		var told bool
