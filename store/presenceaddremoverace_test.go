@@ -1,14 +1,11 @@
 package store_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
 
 	chat "github.com/chatd/chatd"
-	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/store"
 )
 
@@ -23,7 +20,7 @@ import (
 // (docs/protocol.md "Presence": a pair that starts sharing gets each
 // other's state; one that stops sharing its last conversation is told
 // hidden). The two statements are held at the outbox, which both write
-// after reading, so both read before either commits.
+// after reading, so both read before either commits (atOnce).
 func TestAnAddAndARemovalAtOnceLeaveAPairThatStillSharesAGroupUntold(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -32,33 +29,10 @@ func TestAnAddAndARemovalAtOnceLeaveAPairThatStillSharesAGroupUntold(t *testing.
 	a := mustGroup(t, st, 1, 2)
 	b := mustGroup(t, st, 1)
 
-	hold, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = hold.Rollback(context.Background()) })
-	if _, err := hold.Exec(ctx, `LOCK TABLE outbox IN EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	added := testkit.Start(t, "the add", func() (struct{}, error) {
+	atOnce(t, pool, func() error {
 		_, _, err := st.AddMember(ctx, b.ID, 1, 2, chat.RoleMember)
-		return struct{}{}, err
-	}, func() bool { return pgtest.LockWaiters(t, pool) == 1 })
-	removed := testkit.Start(t, "the removal", func() (struct{}, error) {
-		return struct{}{}, st.RemoveMember(ctx, a.ID, 1, 2)
-	}, func() bool { return pgtest.LockWaiters(t, pool) == 2 })
-	if added.Returned() || removed.Returned() {
-		t.Fatal("the add or the removal did not wait at the outbox the test holds")
-	}
-	if err := hold.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := added.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := removed.Wait(); err != nil {
-		t.Fatal(err)
-	}
+		return err
+	}, func() error { return st.RemoveMember(ctx, a.ID, 1, 2) })
 	if shares, err := store.NewPresence(pool, time.Minute).SharesConversation(ctx, 1, 2); err != nil || !shares {
 		t.Fatalf("users 1 and 2 share a conversation: %v (%v), want true", shares, err)
 	}
