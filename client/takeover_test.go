@@ -36,7 +36,11 @@ func TestTwoClientsSharingAClientIDDoNotTakeEachOtherOverForEver(t *testing.T) {
 	}
 
 	// The second one keeps the session: a round trip later, neither has
-	// connected again.
+	// connected again. Counted once the second's connection that took the
+	// session over for the last time is up: the first stops as chatd
+	// tells it of that takeover, which may be before the second has its
+	// CONNACK.
+	testkit.WaitFor(t, 5*time.Second, "the second client connected", second.Connected)
 	connects := [2]int64{first.Stats().Connects, second.Stats().Connects}
 	sendN(t, second, conv, 1, "from the one left")
 	if _, err := second.Inbox(ctxFor(t, 5*time.Second), client.InboxOptions{}); err != nil {
