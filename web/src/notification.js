@@ -18,6 +18,24 @@ export function present(title, count, preview) {
 }
 
 /**
+ * Whether registration reg shows, under tag, user userId's notification
+ * (one naming no user counts as theirs) of message seq or of a newer one
+ * of the conversation. A push the push service delivered late or twice
+ * (it keeps no order, and retries), or a message the page gets again
+ * after a push showed it while the page's connection was down (the
+ * reconnect's replay, still news by the page's clock), is then not shown:
+ * it would alert a second time for what the user was told already, or
+ * put an older message in place of a newer one.
+ */
+export async function shownAlready(reg, tag, userId, seq) {
+  for (const x of await reg.getNotifications({ tag })) {
+    const d = x.data || {};
+    if ((d.userId === undefined || userId === undefined || d.userId === userId) && Number.isInteger(d.seq) && d.seq >= seq) return true;
+  }
+  return false;
+}
+
+/**
  * Takes recalled messages seqs out of notification x of registration reg.
  * x.data is what showed it set: seq (the newest message), count (of the
  * messages it stands for), title (as given, before present) and text

@@ -8,7 +8,7 @@
 
 import { h, icon } from './views/dom.js';
 import { conversationTitle } from './views/format.js';
-import { countTitle, removeMessages, replaceText } from './notification.js';
+import { countTitle, removeMessages, replaceText, shownAlready } from './notification.js';
 
 const deviceKey = (uid) => `chatd.pushDevice.${uid}`;
 
@@ -369,6 +369,9 @@ export function notifyWhileHidden(session, state, uid, api) {
     if (silenced(c, ev, uid) || (await caughtUp(ev)) || stale() || (await blocked(ev.senderId))) return;
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg || stale()) return;
+    // A push showed it (or a newer one) while this page's connection was
+    // down, or this page before a reload did: the user was alerted.
+    if (await shownAlready(reg, `conv-${ev.conversationId}`, uid, ev.seq)) return;
     const unread = Math.max(c ? c.unread : 1, 1);
     const text = typeof ev.body === 'string' && ev.body !== '';
     const title = c ? conversationTitle(c) : countTitle(unread);

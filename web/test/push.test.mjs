@@ -226,6 +226,30 @@ test('messages replayed after a reconnect notify only when they are new: not hou
   }
 });
 
+test('a message a push showed while the page\'s connection was down, replayed when it comes back (still news by the clock), does not alert again; the next one does', async () => {
+  const page = hiddenPage();
+  try {
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: () => group }, ME);
+    // The service worker showed chatd's push of message 2 (no session
+    // acknowledged it in time), as src/sw.js does.
+    const reg = await navigator.serviceWorker.getRegistration();
+    await reg.showNotification('Team', { body: 'pushed', tag: 'conv-5', renotify: true, data: { userId: ME, conversationId: 5, seq: 2, text: true, edit: 0, count: 2, title: 'Team' } });
+    const deliver = (seq, body) =>
+      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body, createdAt: new Date(Date.now() - 5000).toISOString() } }));
+    deliver(1, 'first');
+    deliver(2, 'pushed');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['pushed'], 'the replay alerted again for what the push showed');
+    deliver(3, 'next');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['pushed', 'next']);
+  } finally {
+    page.undo();
+  }
+});
+
 test('a page whose clock is minutes off chatd\'s still notifies live messages, and not hours-old ones', async () => {
   const page = hiddenPage();
   try {

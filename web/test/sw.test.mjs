@@ -232,3 +232,15 @@ test("an update for the user signed in before closes their notification's old te
     assert.equal(onScreen(sw), null, 'the old text stayed, or the new one was shown');
     assert.ok(!sw.shown.some((n) => n.body === 'pin removed'));
   }));
+
+test('a message push delivered twice, or after the push of a newer message (push services keep no order, and retry), neither alerts again nor puts the older message back', () =>
+  signedIn(7, async (sw) => {
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 2, title: 'Ann', body: 'newer' });
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 2, title: 'Ann', body: 'newer' });
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 4, count: 1, title: 'Ann', body: 'older' });
+    assert.deepEqual(sw.shown.map((n) => [n.body, n.data.seq]), [['newer', 5]]);
+    // Another conversation's, and the next message of this one, alert.
+    await sw.push({ type: 'message', userId: 7, conversationId: 9, seq: 1, count: 1, title: 'Bo', body: 'hi' });
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 6, count: 3, title: 'Ann', body: 'newest' });
+    assert.deepEqual(sw.shown.map((n) => [n.body, n.data.seq, n.renotify]), [['newer', 5, true], ['hi', 1, true], ['newest', 6, true]]);
+  }));
