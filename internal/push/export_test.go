@@ -123,4 +123,5 @@ const (
 	LockUnstartedSQL = lockUnstartedSQL
 	StartSQL         = startSQL
 	AnyDueSQL        = anyDueSQL
+	OverflowSQL      = overflowSQL
 )

@@ -3,6 +3,7 @@ package push
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -469,25 +470,47 @@ func (p *Pusher) claimLoop(ctx context.Context, queue chan *job) {
 // lease is how long a claim holds a push: its sends end well within it.
 func (p *Pusher) lease() time.Duration { return 3*p.cfg.Timeout + 5*time.Second }
 
+// overflowSQL counts the due pushes, at most 10,000 (a backlog must not
+// make counting it costly), in push_job_due_idx's order, as anyDueSQL
+// asks: unordered, the planner may read the table from its start when
+// it expects due rows to be many, and the rows before the due ones are
+// read in vain (36 ms for 200,000 due behind 300,000 sent, against 2.3 ms
+// through the index; docs/benchmarks.md, "Push: the due jobs' scans").
+const overflowSQL = `SELECT count(*) FROM (SELECT 1 FROM push_job
+WHERE state <> 'sent' AND not_before <= now() AND (lease_until IS NULL OR lease_until < now())
+ORDER BY not_before LIMIT 10000) due`
+
 // countOverflow counts the due pushes this node's full queue leaves in
-// PostgreSQL, for this or another node to take (at most once a second, and
-// at most 10,000 at a time: a backlog must not make counting it costly).
+// PostgreSQL, for this or another node to take (at most once a second,
+// overflowSQL).
 func (p *Pusher) countOverflow(ctx context.Context) {
 	var n int64
-	err := p.cfg.Pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM push_job
-WHERE state <> 'sent' AND not_before <= now() AND (lease_until IS NULL OR lease_until < now()) LIMIT 10000) due`).Scan(&n)
+	err := p.cfg.Pool.QueryRow(ctx, overflowSQL).Scan(&n)
 	if err == nil && n > 0 {
 		p.m.overflow.Add(float64(n))
 	}
 }
 
-// anyDueSQL is claimSQL's question without its work: is a job due? Every
-// node asks it every Tick, mostly to hear no: claimSQL is planned at each
-// call (chatd's connections plan every statement with its arguments),
-// 1.4 ms a time, 1.4% of a core on an idle node; this is planned in a
-// tenth of that and read from push_job_due_idx.
-const anyDueSQL = `SELECT EXISTS (SELECT 1 FROM push_job
-WHERE state <> 'sent' AND not_before <= now() AND (lease_until IS NULL OR lease_until < now()))`
+// anyDueSQL is claimSQL's question without its work: is a job due (a
+// row, or none)? Every node asks it every Tick, mostly to hear no:
+// claimSQL is planned at each call (chatd's connections plan every
+// statement with its arguments), 1.4 ms a time, 1.4% of a core on an
+// idle node; this is planned in a tenth of that.
+//
+// It reads push_job_due_idx in order (ORDER BY not_before LIMIT 1, not
+// EXISTS, which drops an ORDER BY): it passes over the jobs in flight
+// and stops at the first due one. Asked as EXISTS, the planner, when its
+// statistics say many rows are due, reads the table from its start
+// instead, expecting a due one soon, and where they lie after the sent
+// ones (sent rows first in the heap, or rows that turned sent in place
+// of due ones) it reads every sent row first: 35 to 59 ms with 300,000
+// sent before 200,000 due, 57 ms with none due at all after a burst
+// (stale statistics), every Tick on every node; through the index
+// 0.01 to 0.07 ms on every layout measured (docs/benchmarks.md, "Push:
+// the due jobs' scans").
+const anyDueSQL = `SELECT true FROM push_job
+WHERE state <> 'sent' AND not_before <= now() AND (lease_until IS NULL OR lease_until < now())
+ORDER BY not_before LIMIT 1`
 
 func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job, error) {
 	// Not cancelled by a stopping Run: a claim that committed but went
@@ -496,11 +519,10 @@ func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job,
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var due bool
-	if err := p.cfg.Pool.QueryRow(ctx, anyDueSQL).Scan(&due); err != nil {
-		return nil, fmt.Errorf("claim pushes: look for due ones: %w", err)
-	}
-	if !due {
+	if err := p.cfg.Pool.QueryRow(ctx, anyDueSQL).Scan(&due); errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("claim pushes: look for due ones: %w", err)
 	}
 	// A first claim of a notification locks it and then its pair's
 	// push_last row, a decision that writes a newer one of the pair takes
