@@ -161,7 +161,9 @@ func (r *rig) bobShownZeroAndClaimedOneFor(lease time.Duration) (*push.Pusher, i
 	r.subscribe(2, "bob")
 	conv := r.direct(1, 2)
 	zero := r.send(conv, 1, "zero")
-	stop := r.start(nil)
+	// r.cfg's registry, if any, is the claiming node's (a registry takes
+	// one node's metrics).
+	stop := r.start(func(c *push.Config) { c.Registerer = nil })
 	r.waitPushes("bob", 1, 5*time.Second)
 	r.waitCount(1, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state = 'sent'`)
 	stop()

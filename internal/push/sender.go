@@ -3,6 +3,7 @@ package push
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -469,25 +470,47 @@ func (p *Pusher) claimLoop(ctx context.Context, queue chan *job) {
 // lease is how long a claim holds a push: its sends end well within it.
 func (p *Pusher) lease() time.Duration { return 3*p.cfg.Timeout + 5*time.Second }
 
+// overflowSQL counts the due pushes, at most 10,000 (a backlog must not
+// make counting it costly), in push_job_due_idx's order, as anyDueSQL
+// asks: unordered, the planner may read the table from its start when
+// it expects due rows to be many, and the rows before the due ones are
+// read in vain (36 ms for 200,000 due behind 300,000 sent, against 2.3 ms
+// through the index; docs/benchmarks.md, "Push: the due jobs' scans").
+const overflowSQL = `SELECT count(*) FROM (SELECT 1 FROM push_job
+WHERE state <> 'sent' AND not_before <= now() AND (lease_until IS NULL OR lease_until < now())
+ORDER BY not_before LIMIT 10000) due`
+
 // countOverflow counts the due pushes this node's full queue leaves in
-// PostgreSQL, for this or another node to take (at most once a second, and
-// at most 10,000 at a time: a backlog must not make counting it costly).
+// PostgreSQL, for this or another node to take (at most once a second,
+// overflowSQL).
 func (p *Pusher) countOverflow(ctx context.Context) {
 	var n int64
-	err := p.cfg.Pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM push_job
-WHERE state <> 'sent' AND not_before <= now() AND (lease_until IS NULL OR lease_until < now()) LIMIT 10000) due`).Scan(&n)
+	err := p.cfg.Pool.QueryRow(ctx, overflowSQL).Scan(&n)
 	if err == nil && n > 0 {
 		p.m.overflow.Add(float64(n))
 	}
 }
 
-// anyDueSQL is claimSQL's question without its work: is a job due? Every
-// node asks it every Tick, mostly to hear no: claimSQL is planned at each
-// call (chatd's connections plan every statement with its arguments),
-// 1.4 ms a time, 1.4% of a core on an idle node; this is planned in a
-// tenth of that and read from push_job_due_idx.
-const anyDueSQL = `SELECT EXISTS (SELECT 1 FROM push_job
-WHERE state <> 'sent' AND not_before <= now() AND (lease_until IS NULL OR lease_until < now()))`
+// anyDueSQL is claimSQL's question without its work: is a job due (a
+// row, or none)? Every node asks it every Tick, mostly to hear no:
+// claimSQL is planned at each call (chatd's connections plan every
+// statement with its arguments), 1.4 ms a time, 1.4% of a core on an
+// idle node; this is planned in a tenth of that.
+//
+// It reads push_job_due_idx in order (ORDER BY not_before LIMIT 1, not
+// EXISTS, which drops an ORDER BY): it passes over the jobs in flight
+// and stops at the first due one. Asked as EXISTS, the planner, when its
+// statistics say many rows are due, reads the table from its start
+// instead, expecting a due one soon, and where they lie after the sent
+// ones (sent rows first in the heap, or rows that turned sent in place
+// of due ones) it reads every sent row first: 35 to 59 ms with 300,000
+// sent before 200,000 due, 57 ms with none due at all after a burst
+// (stale statistics), every Tick on every node; through the index
+// 0.01 to 0.07 ms on every layout measured (docs/benchmarks.md, "Push:
+// the due jobs' scans").
+const anyDueSQL = `SELECT true FROM push_job
+WHERE state <> 'sent' AND not_before <= now() AND (lease_until IS NULL OR lease_until < now())
+ORDER BY not_before LIMIT 1`
 
 func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job, error) {
 	// Not cancelled by a stopping Run: a claim that committed but went
@@ -496,11 +519,10 @@ func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job,
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var due bool
-	if err := p.cfg.Pool.QueryRow(ctx, anyDueSQL).Scan(&due); err != nil {
-		return nil, fmt.Errorf("claim pushes: look for due ones: %w", err)
-	}
-	if !due {
+	if err := p.cfg.Pool.QueryRow(ctx, anyDueSQL).Scan(&due); errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("claim pushes: look for due ones: %w", err)
 	}
 	// A first claim of a notification locks it and then its pair's
 	// push_last row, a decision that writes a newer one of the pair takes
@@ -509,17 +531,21 @@ func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job,
 	// whole (nothing was sent), is made again after a pause of
 	// milliseconds, as the decision is (pgerr.RetryConflicts): not a
 	// failure, and its other due pushes do not wait for the next tick.
-	var jobs []*job
+	var (
+		jobs []*job
+		owed owedCounts
+	)
 	err := pgerr.RetryConflicts(ctx, func() error {
 		return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
 			var err error
-			jobs, err = p.claimInTx(ctx, tx, n, lease)
+			jobs, owed, err = p.claimInTx(ctx, tx, n, lease)
 			return err
 		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim pushes: %w", err)
 	}
+	p.countOwed(owed)
 	return jobs, nil
 }
 
@@ -578,15 +604,16 @@ ORDER BY p.id DESC LIMIT 200 FOR UPDATE OF p SKIP LOCKED`
 
 // claimInTx runs claimSQL in tx under claimLockSQL, after takeBackSQL
 // (lockUnstartedSQL in the same round trip as the lock; takeBackSQL only
-// when that found any, a round trip of its own).
-func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Duration) ([]*job, error) {
+// when that found any, a round trip of its own). owed is what
+// takeBackSQL decided, for the metrics once tx commits.
+func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Duration) (jobs []*job, owed owedCounts, err error) {
 	b := &pgx.Batch{}
 	b.Queue(claimLockSQL)
 	b.Queue(lockUnstartedSQL)
 	br := tx.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
-		return nil, fmt.Errorf("take the claim lock: %w", err)
+		return nil, owed, fmt.Errorf("take the claim lock: %w", err)
 	}
 	rows, err := br.Query()
 	var unstarted []int64
@@ -597,14 +624,15 @@ func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Dur
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("lock the claims that never sent: %w", err)
+		return nil, owed, fmt.Errorf("lock the claims that never sent: %w", err)
 	}
 	if len(unstarted) > 0 {
-		if _, err := tx.Exec(ctx, takeBackSQL, unstarted); err != nil {
-			return nil, fmt.Errorf("take back the claims that never sent: %w", err)
+		if err := tx.QueryRow(ctx, takeBackSQL, unstarted).Scan(&owed.removes, &owed.updates); err != nil {
+			return nil, owed, fmt.Errorf("take back the claims that never sent: %w", err)
 		}
 	}
-	return p.readJobs(ctx, tx, claimSQL, n, lease.Seconds(), p.cfg.UserInFlight, p.cfg.MaxAge.Seconds())
+	jobs, err = p.readJobs(ctx, tx, claimSQL, n, lease.Seconds(), p.cfg.UserInFlight, p.cfg.MaxAge.Seconds())
+	return jobs, owed, err
 }
 
 // startSQL marks claim $2 of job $1 as started (push_job.unsent_claim), while
@@ -883,22 +911,43 @@ func (p *Pusher) writeResults(in <-chan result) {
 // as the decider decides again: left unwritten, its pushes would stay
 // claimed until their leases ran out and be sent again.
 func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
-	var deleted int64
+	var c batchCounts
 	if err := pgerr.RetryConflicts(ctx, func() error {
-		b := resultBatch(rs, &deleted)
+		b := resultBatch(rs, &c)
 		return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
 			return tx.SendBatch(ctx, b).Close()
 		})
 	}); err != nil {
 		return fmt.Errorf("record push outcomes: %w", err)
 	}
-	p.m.devicesDeleted.Add(float64(deleted))
+	p.m.devicesDeleted.Add(float64(c.deleted))
+	p.countOwed(c.unsent)
+	p.countOwed(c.back)
 	return nil
 }
 
-// resultBatch queues the statements that write rs; deleted gets how many
-// devices it deleted.
-func resultBatch(rs []result, deleted *int64) *pgx.Batch {
+// batchCounts is what a result batch did, for the metrics once it
+// committed. Each is set, not added to, by its statement: a batch made
+// again after a conflict counts once.
+type batchCounts struct {
+	deleted int64      // devices deleted
+	unsent  owedCounts // decided for the claims that reached no device
+	back    owedCounts // decided for the claims handed back
+}
+
+// owedCounts are the removes and updates a statement ending in
+// owedCountsSQL decided.
+type owedCounts struct{ removes, updates int64 }
+
+// countOwed counts c in chat_push_removes_total and
+// chat_push_updates_total, as the decider counts its own.
+func (p *Pusher) countOwed(c owedCounts) {
+	p.m.removes.Add(float64(c.removes))
+	p.m.updates.Add(float64(c.updates))
+}
+
+// resultBatch queues the statements that write rs; c gets what they did.
+func resultBatch(rs []result, c *batchCounts) *pgx.Batch {
 	var (
 		done, shown, gone, released, noPush, pushed []int64
 		waiting                                     []int64
@@ -971,7 +1020,7 @@ WHERE id = $1 AND claims = $3 AND state = 'sending'`, r.id, r.refused, r.claims)
 		// Counted as deleted once committed, and once per device: two
 		// pushes in flight to one dead device both answer 410.
 		b.Queue(`DELETE FROM push_device WHERE id = ANY($1)`, gone).Exec(func(ct pgconn.CommandTag) error {
-			*deleted = ct.RowsAffected()
+			c.deleted = ct.RowsAffected()
 			return nil
 		})
 	}
@@ -1029,8 +1078,9 @@ WITH d AS (
     RETURNING p.user_id, p.conversation_id, p.kind, p.sender_id, p.recalled_older, p.edited_older
 ), w AS (
     SELECT * FROM d WHERE kind = 'message'
-), `+unsentOwedSQL+`
-SELECT count(*) FROM w`, done, doneClaims)
+), `+unsentOwedSQL+owedCountsSQL, done, doneClaims).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&c.unsent.removes, &c.unsent.updates)
+		})
 	}
 	if len(shown) > 0 {
 		// The pair's newest sent notification is what its devices show
@@ -1063,7 +1113,9 @@ WITH w AS (
     FROM push_job p, unnest($1::bigint[], $2::int[]) AS r(id, claims)
     WHERE p.id = r.id AND p.claims = r.claims AND p.state = 'sending' AND p.kind = 'message'
     FOR UPDATE OF p
-)`+waitAgainSQL, waiting, waitingClaims)
+)`+waitAgainSQL, waiting, waitingClaims).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&c.back.removes, &c.back.updates)
+		})
 	}
 	return &b
 }
@@ -1075,7 +1127,7 @@ WITH w AS (
 // merged into the pair's notification that came to wait meanwhile (one
 // pending a pair), which stands for its messages too; the removes and
 // updates owed are those of a notification that reached no device
-// (unsentOwedSQL).
+// (unsentOwedSQL). It answers what it decided (owedCountsSQL).
 const waitAgainSQL = `, ` + unsentOwedSQL + `, merged AS (
     UPDATE push_job n SET seq = GREATEST(n.seq, w.seq), count = n.count + w.count, covered = n.covered + w.covered,
                           not_before = LEAST(n.not_before, w.not_before)
@@ -1083,10 +1135,11 @@ const waitAgainSQL = `, ` + unsentOwedSQL + `, merged AS (
     RETURNING w.id
 ), gone AS (
     DELETE FROM push_job p USING merged m WHERE p.id = m.id
-)
-UPDATE push_job p SET state = 'pending', lease_until = NULL, attempts = p.attempts - 1, recalled_older = '{}', edited_older = NULL,
-                      unsent_claim = NULL
-FROM w WHERE p.id = w.id AND w.id NOT IN (SELECT id FROM merged)`
+), back AS (
+    UPDATE push_job p SET state = 'pending', lease_until = NULL, attempts = p.attempts - 1, recalled_older = '{}', edited_older = NULL,
+                          unsent_claim = NULL
+    FROM w WHERE p.id = w.id AND w.id NOT IN (SELECT id FROM merged)
+)` + owedCountsSQL
 
 // unsentOwedSQL is CTEs that, for the notifications w (user_id,
 // conversation_id, sender_id, recalled_older, edited_older) whose claim
@@ -1123,6 +1176,7 @@ const unsentOwedSQL = `owed AS (
                         AND o.kind = 'remove' AND o.state = 'pending')
     ON CONFLICT (user_id, conversation_id, kind) WHERE state = 'pending'
     DO UPDATE SET seq = GREATEST(j.seq, EXCLUDED.seq), covered = j.covered + EXCLUDED.covered
+    RETURNING 1
 ), edited AS (
     SELECT w.user_id, w.conversation_id, w.edited_older AS seq,
            COALESCE((SELECT m.sender_id FROM message m
@@ -1142,4 +1196,14 @@ const unsentOwedSQL = `owed AS (
                         AND o.kind = 'update' AND o.state = 'pending')
     ON CONFLICT (user_id, conversation_id, kind) WHERE state = 'pending'
     DO UPDATE SET seq = EXCLUDED.seq, sender_id = EXCLUDED.sender_id, covered = EXCLUDED.covered
+    RETURNING 1
 )`
+
+// owedCountsSQL ends a statement of unsentOwedSQL's CTEs with the removes
+// and the updates it decided (new_older, new_edit: new, or merged into
+// one a decision wrote meanwhile), which chat_push_removes_total and
+// chat_push_updates_total count as they count the decider's. One it
+// turned to the older notification (owed_older, owed_edit) was decided
+// for the notification that reached no device, and counted then.
+const owedCountsSQL = `
+SELECT (SELECT count(*) FROM new_older), (SELECT count(*) FROM new_edit)`
