@@ -323,6 +323,36 @@ func (d *dispatcher) ownJoin(ev Event) bool {
 	return ev.Type == EventSystemNew && ev.Action == string(chat.SystemMemberAdded) && ev.UserID == d.c.cfg.UserID
 }
 
+// joinsNow reports whether the user's current membership of conv starts
+// at its entry seq, their own member.added (ownJoin): chatd answers the
+// conversation with its JoinSeq, the seq before that entry. The entry
+// may be of a membership that ended instead: a persistent session that
+// was offline while the user was added back and removed again is owed
+// that membership's entries, and replays them after the catch-up's
+// inbox (which found the user gone) when it is slow to come; tracked
+// from it, the conversation would be the user's again, though no
+// member.removed will come to forget it. Temporary failures are asked
+// again as a history fill asks (historyPage); a refusal (not a member)
+// or the client closing is no.
+func (d *dispatcher) joinsNow(conv, seq int64) bool {
+	pause := newRetryPause(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(d.c.life, d.c.cfg.RequestTimeout)
+		c, err := d.c.Conversation(ctx, conv)
+		cancel()
+		if err == nil {
+			return c.JoinSeq == seq-1
+		}
+		if d.c.life.Err() != nil || fillRefused(err) {
+			return false
+		}
+		d.c.cfg.Logger.Debug("reading a conversation the user may be back in failed; retrying", "conversation", conv, "err", err)
+		if !pause.wait(d.c.life, err) {
+			return false
+		}
+	}
+}
+
 // noteJoined records that the user became a member of conv live, from
 // after seq (see joined), unless the conversation has a position: its
 // entries then go on from there. Only without a server session: a
@@ -392,7 +422,7 @@ func (d *dispatcher) message(ev Event, slim bool) {
 					d.message(ev, slim)
 					return
 				}
-				if owes || !d.ownJoin(ev) {
+				if owes || !d.ownJoin(ev) || !d.joinsNow(conv, seq) {
 					// What the leave owed, replayed after the catch-up
 					// found the user gone: theirs, but not tracked.
 					if d.emit(ev) {
@@ -400,11 +430,11 @@ func (d *dispatcher) message(ev Event, slim bool) {
 					}
 					return
 				}
-				// The entry of the user's own member.added, the first of
-				// a new membership, where no owed seq tells where the
-				// leave's entries end (the catch-up found the user
-				// gone): it stands for the member.added event, which
-				// chatd drops with the other live events past a
+				// The entry of the user's own member.added that starts
+				// their current membership, where no owed seq tells
+				// where the leave's entries end (the catch-up found the
+				// user gone): it stands for the member.added event,
+				// which chatd drops with the other live events past a
 				// session's queue (an entry it never drops), and the
 				// conversation is tracked from it, as after that event.
 				d.addedLive(conv)

@@ -156,7 +156,13 @@
 // back as the event would. The leave's seq does that already after a live
 // member.removed (below), and a conversation the user was not in before
 // in this run starts at its first entry anyway, so it matters where the
-// catch-up found the user gone. Added back while offline, with no member.added
+// catch-up found the user gone, and there only once chatd confirms
+// (conversation.get: joinSeq, the seq before the entry) that the entry
+// starts the user's current membership: a persistent session offline
+// while the user was added back and removed again replays that
+// membership's entries, its member.added entry first, and may do so
+// after the catch-up found the user gone; such an entry is handed on
+// without bringing the conversation back. Added back while offline, with no member.added
 // (it is not replayed), the user has the conversation brought back by an
 // inbox that lists it again, or by an entry past the seq of the
 // member.removed (what a persistent session replays of the new

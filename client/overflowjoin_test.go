@@ -1,6 +1,11 @@
 package client_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,5 +195,94 @@ func TestAJoinEntryOwedByALeaveDoesNotBringTheConversationBack(t *testing.T) {
 	}
 	if h, ok := b.Positions()[conv]; ok {
 		t.Fatalf("the conversation is back in Positions (at %d) after an entry its leave owed", h)
+	}
+}
+
+// TestAJoinEntryOfAMembershipThatEndedOfflineDoesNotBringTheConversationBack:
+// a persistent session offline while the user is removed from a group,
+// added back and removed again is owed the entries of that second
+// membership, its own member.added entry first (store.oweUntilLeave),
+// and the catch-up's inbox, which does not list the group, marks it
+// gone with no seq telling where those entries end. When the replay
+// comes after that inbox (a slow reader, a long replay), the member.added
+// entry is of a membership that ended: handed on, the group must stay
+// out of Positions, as the entries a live member.removed owed do.
+func TestAJoinEntryOfAMembershipThatEndedOfflineDoesNotBringTheConversationBack(t *testing.T) {
+	t.Parallel()
+	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), nil), nil)
+	a := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+	px := newProxy(t, srv.MQTTAddr())
+	cfg := testConfig(t, px.URL(), 2)
+	cfg.SessionDir = t.TempDir()
+	b := connect(t, cfg)
+	ctx := ctxFor(t, 60*time.Second)
+
+	g, err := a.CreateGroup(ctx, "twice", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, a, g.ID, 2, "before")
+	messages(t, b, g.ID, 2, 10*time.Second)
+
+	px.Cut()
+	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AddMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	owed := sendN(t, a, g.ID, 1, "owed")
+	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+
+	// The group's events that reach b from now on are held back (as a
+	// slow reader would) until the catch-up has found it gone, then
+	// handed to the dispatcher in the order they came.
+	var (
+		mu   sync.Mutex
+		late [][]byte
+	)
+	b.DropEvents(func(p []byte) bool {
+		var ev struct {
+			ConversationID int64 `json:"conversationId"`
+		}
+		if json.Unmarshal(p, &ev) != nil || ev.ConversationID != g.ID {
+			return false
+		}
+		mu.Lock()
+		late = append(late, append([]byte(nil), p...))
+		mu.Unlock()
+		return true
+	})
+	px.Resume()
+	testkit.WaitFor(t, 15*time.Second, "the group to leave user 2's positions", func() bool {
+		_, ok := b.Positions()[g.ID]
+		return !ok
+	})
+	testkit.WaitFor(t, 15*time.Second, "the replay of the entries the second membership owed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(late, func(p []byte) bool { return bytes.Contains(p, []byte(`"seq":`+strconv.FormatInt(owed[0], 10)+`,`)) })
+	})
+	b.DropEvents(nil)
+	mu.Lock()
+	joinEntry := false
+	for _, p := range late {
+		joinEntry = joinEntry || bytes.Contains(p, []byte(`"action":"member.added"`))
+		b.InjectEvent(p)
+	}
+	mu.Unlock()
+	if !joinEntry {
+		t.Fatal("the replay held back had no member.added entry: nothing was tested")
+	}
+	if !watchEvents(t, b, 10*time.Second, func(ev client.Event) bool {
+		return ev.ConversationID == g.ID && ev.Seq == owed[0]
+	}) {
+		t.Fatalf("the owed entry %d was not handed on within 10s", owed[0])
+	}
+	if h, ok := b.Positions()[g.ID]; ok {
+		t.Fatalf("the group is back in Positions (at %d) after the entries of a membership that ended offline", h)
 	}
 }
