@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"bufio"
+	"crypto/tls"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -54,5 +56,30 @@ func TestAConnectWithAnEmptyPasswordIsRefusedAsABadToken(t *testing.T) {
 		if ack := connack(c.version, testnode.Token(t, 1), true); ack.ReasonCode != 0 {
 			t.Errorf("v%d CONNECT with the token: CONNACK 0x%02x, want 0x00", c.version, ack.ReasonCode)
 		}
+	}
+}
+
+// A device authenticated by its client certificate needs no password; one
+// that sends an empty one (its MQTT library sets the flag whatever the
+// value) is the certificate's user all the same. It was refused as a
+// protocol error (v5 0x82, 3.1.1 0x03) before its certificate was looked
+// at.
+func TestACertificateDeviceWithAnEmptyPasswordConnectsAsItsUser(t *testing.T) {
+	t.Parallel()
+	serverCA, deviceCA := newCA(t, "server CA"), newCA(t, "device CA")
+	srv, _ := clientCANode(t, serverCA, nil, deviceCA)
+	_, _, dev := deviceCA.issue(t, "7", false)
+	for _, version := range []byte{5, 4} {
+		conn, err := tls.Dial("tcp", srv.MQTTSAddr(), &tls.Config{RootCAs: serverCA.pool(), Certificates: []tls.Certificate{dev}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pk := mqttwire.Connect(version, mqttwire.Login{ClientID: fmt.Sprint("cert-empty-password-", version), Clean: true, Keepalive: 30})
+		pk.Connect.PasswordFlag = true
+		ack, err := mqttwire.Handshake(conn, bufio.NewReader(conn), pk, 10*time.Second)
+		if err != nil || ack.ReasonCode != 0 {
+			t.Errorf("v%d certificate device with an empty password: CONNACK 0x%02x %q %v, want 0x00", version, ack.ReasonCode, ack.Properties.ReasonString, err)
+		}
+		conn.Close()
 	}
 }
