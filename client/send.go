@@ -59,6 +59,8 @@ func (c *Client) Send(ctx context.Context, conversationID int64, body string) (i
 // SendWithID is Send with a caller-chosen clientMsgId, a UUID the caller
 // reuses on every retry of the same message (for example across its own
 // restarts). A Send already running for the id is joined, not repeated.
+// Either letter case is the same id; events (and chatd) carry it lower
+// case.
 func (c *Client) SendWithID(ctx context.Context, conversationID int64, clientMsgID, body string) (int64, error) {
 	return c.Apply(ctx, Change{ConversationID: conversationID, ClientMsgID: clientMsgID, Body: body})
 }
@@ -153,9 +155,15 @@ func (c *Client) Commit(ctx context.Context, ch Change) (Outcome, error) {
 	if ch.ConversationID <= 0 {
 		return Outcome{}, &Error{Op: name, Code: "invalid", Message: "conversation id must be positive"}
 	}
-	if _, err := uuid.Parse(ch.ClientMsgID); err != nil {
-		return Outcome{}, &Error{Op: name, Code: "invalid", Message: fmt.Sprintf("clientMsgId %q is not a UUID", ch.ClientMsgID)}
+	// chatd takes a UUID in its 36-character form, either letter case,
+	// and answers and stores it lower case: kept so here too, the id
+	// finds the message in history, joins a send running for it in the
+	// other case, and names it as chatd's events do.
+	u, err := uuid.Parse(ch.ClientMsgID)
+	if err != nil || len(ch.ClientMsgID) != 36 {
+		return Outcome{}, &Error{Op: name, Code: "invalid", Message: fmt.Sprintf("clientMsgId %q is not a UUID like 123e4567-e89b-12d3-a456-426614174000", ch.ClientMsgID)}
 	}
+	ch.ClientMsgID = u.String()
 	if !utf8.ValidString(ch.Body) || !utf8.ValidString(ch.Emoji) {
 		// JSON encoding would silently replace the bad bytes.
 		return Outcome{}, &Error{Op: name, Code: "invalid", Message: "body is not valid UTF-8"}

@@ -37,3 +37,16 @@ func refuseAuthMethod(cl *mqtt.Client) (packets.Code, bool) {
 func (h *Chat) OnAuthPacket(_ *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	return pk, packets.ErrProtocolViolation
 }
+
+// emptyPasswordIsNone makes the empty password of a CONNECT (the password
+// flag set, zero bytes: a client whose stored token is empty) no password
+// at all, so that the CONNECT is refused as every bad token is (v5 0x86,
+// 3.1.1 0x05), or admitted by its client certificate. mochi refuses it
+// before any hook sees the CONNECT as a protocol error (v5 0x82, and for
+// 3.1.1, which has no such code, 0x03 server unavailable: try again
+// later), though MQTT's password is Binary Data, which may be empty.
+func emptyPasswordIsNone(pk *packets.Packet) {
+	if pk.Connect.PasswordFlag && len(pk.Connect.Password) == 0 {
+		pk.Connect.PasswordFlag = false
+	}
+}

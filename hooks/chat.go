@@ -660,9 +660,12 @@ func subscribedToEvents(cl *mqtt.Client, user int64) bool {
 // will be refused and one recorded holds a copy of its topic alone
 // (alias.go), a SUBSCRIBE with a Subscription Identifier or one MQTT 5
 // makes a protocol error ends the connection (caps.go), and the retain
-// flag is cleared because chat never retains.
+// flag is cleared because chat never retains. A CONNECT's empty password
+// is no password (auth.go).
 func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch pk.FixedHeader.Type {
+	case packets.Connect:
+		emptyPasswordIsNone(&pk)
 	case packets.Puback:
 		if ci := h.info(cl); ci != nil {
 			h.cfg.Hub.Acked(cl.ID, ci.conn, pk.PacketID)

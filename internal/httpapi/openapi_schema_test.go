@@ -106,8 +106,18 @@ func (d schemaDoc) check(t *testing.T, method, path string, status int, body []b
 }
 
 // validate checks v against the subset of OpenAPI 3.0 schema the spec
-// uses: $ref, allOf, type, nullable, required, properties, items, enum.
+// uses: $ref, allOf, type, nullable, required, properties, items, enum;
+// and an object's fields against the properties its schema lists (those
+// of all its allOf parts together), as a client generated from the spec
+// knows only those: a field the spec does not name is one no client reads.
 func (d schemaDoc) validate(s map[string]any, v any, at string) []string {
+	return d.validatePart(s, v, at, false)
+}
+
+// validatePart is validate of s, one part of an allOf when part is true:
+// such a part names only some of the object's fields, which the whole
+// schema checks.
+func (d schemaDoc) validatePart(s map[string]any, v any, at string, part bool) []string {
 	s = d.deref(s)
 	if s == nil {
 		return nil
@@ -121,13 +131,16 @@ func (d schemaDoc) validate(s map[string]any, v any, at string) []string {
 		}
 	}
 	var out []string
+	if obj, ok := v.(map[string]any); ok && !part {
+		out = append(out, d.unnamedFields(s, obj, at)...)
+	}
 	if all, ok := s["allOf"].([]any); ok {
 		for _, sub := range all {
 			m, _ := sub.(map[string]any)
 			if v == nil && s["nullable"] == true {
 				continue
 			}
-			out = append(out, d.validate(m, v, at)...)
+			out = append(out, d.validatePart(m, v, at, true)...)
 		}
 	}
 	if enum, ok := s["enum"].([]any); ok && v != nil {
@@ -401,4 +414,50 @@ func TestEveryRPCMethodHasADocumentedPayloadThatDecodes(t *testing.T) {
 			t.Errorf("RPC %s with the documented payload %s: %s", method, payload, rr.raw)
 		}
 	}
+}
+
+// unnamedFields lists the fields of obj that its object schema s does not
+// name, in its properties or those of its allOf parts; nothing for a
+// schema that is no object's or that takes any field (a map, whose
+// additionalProperties is a schema).
+func (d schemaDoc) unnamedFields(s map[string]any, obj map[string]any, at string) []string {
+	named, isObject := d.fieldNames(s)
+	if !isObject {
+		return nil
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		if !named[k] {
+			out = append(out, fmt.Sprintf("%s.%s is a field the spec does not name", at, k))
+		}
+	}
+	return out
+}
+
+// fieldNames returns the property names of object schema s and of its
+// allOf parts, and whether s is an object's schema with fixed fields.
+func (d schemaDoc) fieldNames(s map[string]any) (map[string]bool, bool) {
+	s = d.deref(s)
+	if _, isMap := s["additionalProperties"].(map[string]any); isMap {
+		return nil, false
+	}
+	named := map[string]bool{}
+	props, isObject := s["properties"].(map[string]any)
+	isObject = isObject || s["type"] == "object"
+	for k := range props {
+		named[k] = true
+	}
+	all, _ := s["allOf"].([]any)
+	for _, sub := range all {
+		m, _ := sub.(map[string]any)
+		names, ok := d.fieldNames(m)
+		if !ok {
+			return nil, false
+		}
+		isObject = true
+		for k := range names {
+			named[k] = true
+		}
+	}
+	return named, isObject
 }
