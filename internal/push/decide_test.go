@@ -110,13 +110,21 @@ func TestAPushCountsOnlyTheMessagesNotAcknowledgedWhileItWaited(t *testing.T) {
 	}
 }
 
-func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
-	t.Parallel()
+// bobAndCarol starts a rig with a group of users 1, 2 and 3, bob (2) and
+// carol (3) with a device each.
+func bobAndCarol(t *testing.T) (*rig, int64) {
+	t.Helper()
 	r := newRig(t)
 	r.start(nil)
 	conv := r.group(1, 2, 3)
 	r.subscribe(2, "bob")
 	r.subscribe(3, "carol")
+	return r, conv
+}
+
+func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
+	t.Parallel()
+	r, conv := bobAndCarol(t)
 	r.settings(conv, 2, chat.ConversationSettings{Muted: true, Mentions: true})
 	r.settings(conv, 3, chat.ConversationSettings{Muted: true, Mentions: false})
 	r.send(conv, 1, "nobody is woken")
@@ -141,11 +149,7 @@ func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
 // everyone else's messages.
 func TestMessageFromABlockedSenderIsNotPushedToTheBlocker(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(nil)
-	conv := r.group(1, 2, 3)
-	r.subscribe(2, "bob")
-	r.subscribe(3, "carol")
+	r, conv := bobAndCarol(t)
 	if err := r.store.Block(context.Background(), 2, 1, 100); err != nil {
 		t.Fatal(err)
 	}

@@ -111,10 +111,7 @@ func TestAnEditOfTheMessageAPushPreviewsInPlaceOfASilencedNewerOneUpdatesIt(t *t
 	g := r.group(1, 2, 3)
 	hi := r.send(g, 3, "hi")
 	spam := r.send(g, 1, "spam")
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := r.pusher()
 	// Both decided into the push: a decision made while "spam" is younger
 	// than Delay decides "hi" alone, and the edit's decision would not
 	// pass the edit while "spam" stays young, before it in the stream.

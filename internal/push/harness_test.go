@@ -229,10 +229,7 @@ func describe(ps []webpushtest.Push) string {
 func (r *rig) decideTwice(conv int64, first func(n int, err error)) (int, error) {
 	t := r.t
 	t.Helper()
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := r.pusher()
 	ctx := context.Background()
 	tx1, err := r.pool.Begin(ctx)
 	if err != nil {

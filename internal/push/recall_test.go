@@ -482,10 +482,7 @@ func TestARemoveOfSeveralRecallsNamesEveryRecalledMessage(t *testing.T) {
 	stop()
 	r.recall(conv, 1, first)
 	r.recall(conv, 1, second)
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := r.pusher()
 	if _, err := r.decide(context.Background(), p, conv); err != nil {
 		t.Fatal(err)
 	}
