@@ -48,10 +48,7 @@ func TestSignatureVerifiesAndRejectsTamperingAndReplays(t *testing.T) {
 
 func TestNotificationNeverExceedsTheLimit(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Preview = true })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, func(c *push.Config) { c.Preview = true })
 	// Control characters escape to six bytes each in JSON.
 	r.send(conv, 1, strings.Repeat("\x01", 10000))
 	for _, p := range r.ep.Of("bob") {
