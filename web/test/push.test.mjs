@@ -65,7 +65,7 @@ function mutedGroup(id) {
 /** Runs the page's serialised notification work. */
 const settle = () => new Promise((r) => setTimeout(r, 20));
 
-/** A conversation of mutedGroup's, not muted and read by the user up to nothing. */
+/** Group id as mutedGroup makes it, but with no settings (so not muted) and none of it read. */
 const unreadGroup = (id) => ({ ...mutedGroup(id), settings: null, lastReadSeq: 0 });
 
 /**
