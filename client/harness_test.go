@@ -294,6 +294,13 @@ func newProxy(t *testing.T, upstream string) *proxy {
 
 func (p *proxy) URL() string { return "mqtt://" + p.ln.Addr().String() }
 
+// cutOff cuts user 2's client b off through p and waits until b knows it.
+func cutOff(t *testing.T, p *proxy, b *client.Client) {
+	t.Helper()
+	p.Cut()
+	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+}
+
 func (p *proxy) serve() {
 	defer p.wg.Done()
 	for {
