@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -101,15 +100,10 @@ func TestAnUploadCutByTheNetworkIsSentAgain(t *testing.T) {
 	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	g := groupOf12(t, srv)
-	var puts atomic.Int32
-	lb := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
-		if r.Method != http.MethodPut || puts.Add(1) > 1 {
-			return false
-		}
+	lb, puts := firstPutTo(t, srv, func(w http.ResponseWriter, r *http.Request, _ http.Handler) {
 		// Read half, then drop the connection under the client.
 		_, _ = io.CopyN(io.Discard, r.Body, r.ContentLength/2)
 		dropConnection(w)
-		return true
 	})
 	alice := connectHTTP(t, srv, 1, lb.URL)
 	ctx := ctxFor(t, 30*time.Second)
@@ -143,20 +137,8 @@ func TestAnUploadWhoseAnswerWasLostIsReturnedWhenItsFirstReadFails(t *testing.T)
 	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
 		"CHAT_LIMIT_API_RATE": "2", "CHAT_LIMIT_API_BURST": "4"}), nil)
 	g := groupOf12(t, srv)
-	var puts atomic.Int32
-	lb := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, chatd http.Handler) bool {
-		if r.Method != http.MethodPut || puts.Add(1) > 1 {
-			return false
-		}
-		// chatd stores it; its answer never reaches the client.
-		rec := httptest.NewRecorder()
-		chatd.ServeHTTP(rec, r)
-		if rec.Code != http.StatusOK {
-			t.Errorf("first PUT answered %d: %s", rec.Code, rec.Body)
-		}
-		dropConnection(w)
-		return true
-	})
+	// chatd stores the first PUT; its answer never reaches the client.
+	lb, _, puts := storedThenLost(t, srv, func(string) {})
 	alice := connectHTTP(t, srv, 1, lb.URL)
 	ctx := ctxFor(t, 30*time.Second)
 	a, err := alice.Upload(ctx, g.ID, "p.png", bytes.NewReader(mediatest.PNG(64, 64)))
@@ -166,9 +148,7 @@ func TestAnUploadWhoseAnswerWasLostIsReturnedWhenItsFirstReadFails(t *testing.T)
 	if puts.Load() != 2 {
 		t.Fatalf("%d PUTs, want the one whose answer was lost and its retry", puts.Load())
 	}
-	if _, err := alice.SendMessage(ctx, g.ID, "", client.SendOptions{Attachments: []client.AttachmentRef{a.Ref()}}); err != nil {
-		t.Fatalf("send the upload: %v", err)
-	}
+	sendUpload(t, ctx, alice, g.ID, a, "send the upload")
 }
 
 // TestAPhotoIsDeclaredAsChatdNamesItWhateverTheSystemsMimeTables: a
@@ -209,8 +189,6 @@ func TestAPhotoIsDeclaredAsChatdNamesItWhateverTheSystemsMimeTables(t *testing.T
 		if a.ContentType != c.want {
 			t.Fatalf("%s: stored as %q, want %q", c.name, a.ContentType, c.want)
 		}
-		if _, err := alice.SendMessage(ctx, g.ID, "", client.SendOptions{Attachments: []client.AttachmentRef{a.Ref()}}); err != nil {
-			t.Fatalf("%s: send: %v", c.name, err)
-		}
+		sendUpload(t, ctx, alice, g.ID, a, c.name+": send")
 	}
 }

@@ -40,17 +40,28 @@ func uploadsOf(t *testing.T, srv *server.Server) (uploads, charged int64) {
 	return uploads, charged
 }
 
-// storedThenLost is a proxy in front of srv whose first PUT chatd stores
-// but whose answer never reaches the client (the connection is cut);
-// then, before the client can send it again, after runs (given the
-// upload's id).
-func storedThenLost(t *testing.T, srv *server.Server, after func(id string)) (lb *httpRecorder, firstID *atomic.Value) {
-	var puts atomic.Int32
-	firstID = &atomic.Value{}
+// firstPutTo is a proxy in front of srv that hands the first PUT to
+// first (given chatd, to which it may pass it on) and forwards every
+// other request to chatd; puts counts the PUTs it got.
+func firstPutTo(t *testing.T, srv *server.Server, first func(w http.ResponseWriter, r *http.Request, chatd http.Handler)) (lb *httpRecorder, puts *atomic.Int32) {
+	puts = &atomic.Int32{}
 	lb = newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, chatd http.Handler) bool {
 		if r.Method != http.MethodPut || puts.Add(1) > 1 {
 			return false
 		}
+		first(w, r, chatd)
+		return true
+	})
+	return lb, puts
+}
+
+// storedThenLost is a proxy in front of srv whose first PUT chatd stores
+// but whose answer never reaches the client (the connection is cut);
+// then, before the client can send it again, after runs (given the
+// upload's id). puts counts the PUTs.
+func storedThenLost(t *testing.T, srv *server.Server, after func(id string)) (lb *httpRecorder, firstID *atomic.Value, puts *atomic.Int32) {
+	firstID = &atomic.Value{}
+	lb, puts = firstPutTo(t, srv, func(w http.ResponseWriter, r *http.Request, chatd http.Handler) {
 		rec := httptest.NewRecorder()
 		chatd.ServeHTTP(rec, r)
 		if rec.Code != http.StatusOK {
@@ -60,9 +71,8 @@ func storedThenLost(t *testing.T, srv *server.Server, after func(id string)) (lb
 		firstID.Store(id)
 		after(id)
 		dropConnection(w)
-		return true
 	})
-	return lb, firstID
+	return lb, firstID, puts
 }
 
 // A PUT whose answer was lost stored the file; sent again once the
@@ -75,8 +85,7 @@ func TestAnUploadStoredWhoseRetryFindsItsURLExpiredIsReturnedNotUploadedAgain(t 
 	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	g := groupOf12(t, srv)
-	var lb *httpRecorder
-	lb, firstID := storedThenLost(t, srv, func(id string) { expireURL(t, srv, id) })
+	lb, firstID, _ := storedThenLost(t, srv, func(id string) { expireURL(t, srv, id) })
 	alice := connectHTTP(t, srv, 1, lb.URL)
 	ctx := ctxFor(t, 30*time.Second)
 	data := mediatest.PNG(64, 64)
@@ -94,9 +103,7 @@ func TestAnUploadStoredWhoseRetryFindsItsURLExpiredIsReturnedNotUploadedAgain(t 
 	if uploads, charged := uploadsOf(t, srv); uploads != 1 || charged != int64(len(data)) {
 		t.Fatalf("one file made %d uploads and charged %d bytes, want 1 and %d", uploads, charged, len(data))
 	}
-	if _, err := alice.SendMessage(ctx, g.ID, "", client.SendOptions{Attachments: []client.AttachmentRef{a.Ref()}}); err != nil {
-		t.Fatalf("send the upload: %v", err)
-	}
+	sendUpload(t, ctx, alice, g.ID, a, "send the upload")
 }
 
 // The same, the retry due when the ticket is about to expire (within 30
@@ -109,7 +116,7 @@ func TestAnUploadStoredWhoseRetryIsDueAsItsURLExpiresIsReturnedNotUploadedAgain(
 	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	g := groupOf12(t, srv)
-	lb, firstID := storedThenLost(t, srv, func(string) {})
+	lb, firstID, _ := storedThenLost(t, srv, func(string) {})
 	alice := connectHTTP(t, srv, 1, lb.URL)
 	var shortened atomic.Bool
 	alice.DropReplies(func(p []byte) bool {
@@ -152,18 +159,13 @@ func TestAnUploadWhoseURLExpiredBeforeItsBytesArrivedIsSentWithANewTicket(t *tes
 	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t))
 	g := groupOf12(t, srv)
-	var puts atomic.Int32
 	var first atomic.Value
-	lb := newHTTPRecorder(t, "http://"+srv.HTTPAddr(), func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
-		if r.Method != http.MethodPut || puts.Add(1) > 1 {
-			return false
-		}
+	lb, _ := firstPutTo(t, srv, func(w http.ResponseWriter, r *http.Request, _ http.Handler) {
 		// Cut before it reached chatd, and the URL expires meanwhile.
 		_, _ = io.CopyN(io.Discard, r.Body, r.ContentLength/2)
 		first.Store(path.Base(r.URL.Path))
 		expireURL(t, srv, path.Base(r.URL.Path))
 		dropConnection(w)
-		return true
 	})
 	alice := connectHTTP(t, srv, 1, lb.URL)
 	ctx := ctxFor(t, 30*time.Second)
@@ -178,9 +180,7 @@ func TestAnUploadWhoseURLExpiredBeforeItsBytesArrivedIsSentWithANewTicket(t *tes
 	if puts := lb.of(http.MethodPut); len(puts) != 3 || puts[1].status != http.StatusGone || puts[2].status != http.StatusOK {
 		t.Fatalf("PUTs %+v, want the cut one, its retry answered 410 and the new ticket's", puts)
 	}
-	if _, err := alice.SendMessage(ctx, g.ID, "", client.SendOptions{Attachments: []client.AttachmentRef{a.Ref()}}); err != nil {
-		t.Fatalf("send the upload: %v", err)
-	}
+	sendUpload(t, ctx, alice, g.ID, a, "send the upload")
 }
 
 // A PUT whose answer was lost stored the file, which was then sent (here
@@ -194,7 +194,7 @@ func TestAnUploadSentAlreadyWhoseRetryFindsItsURLExpiredFailsSayingSo(t *testing
 	g := groupOf12(t, srv)
 	var alice *client.Client
 	sent := make(chan error, 1)
-	lb, _ := storedThenLost(t, srv, func(id string) {
+	lb, _, _ := storedThenLost(t, srv, func(id string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, err := alice.SendMessage(ctx, g.ID, "", client.SendOptions{Attachments: []client.AttachmentRef{{UploadID: id}}})

@@ -108,6 +108,15 @@ func connectHTTP(t *testing.T, srv *server.Server, user int64, httpURL string) *
 	return connect(t, cfg)
 }
 
+// sendUpload has c send a to conv in a message without text; what says
+// which send failed.
+func sendUpload(t *testing.T, ctx context.Context, c *client.Client, conv int64, a client.Attachment, what string) {
+	t.Helper()
+	if _, err := c.SendMessage(ctx, conv, "", client.SendOptions{Attachments: []client.AttachmentRef{a.Ref()}}); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // testConfig is a client config for user against broker; fast reconnects.
 func testConfig(t *testing.T, broker string, user int64) client.Config {
 	return client.Config{
@@ -284,6 +293,13 @@ func newProxy(t *testing.T, upstream string) *proxy {
 }
 
 func (p *proxy) URL() string { return "mqtt://" + p.ln.Addr().String() }
+
+// cutOff cuts user 2's client b off through p and waits until b knows it.
+func cutOff(t *testing.T, p *proxy, b *client.Client) {
+	t.Helper()
+	p.Cut()
+	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+}
 
 func (p *proxy) serve() {
 	defer p.wg.Done()

@@ -11,7 +11,6 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/server"
 )
 
@@ -35,8 +34,7 @@ func TestAnUntrackedConversationWrittenToWhileTheInboxIsPagedIsListedByTheRead(t
 		sendN(t, a, direct, 1, "before going offline") // its catch-up is done
 		messages(t, b, direct, 1, 10*time.Second)
 
-		px.Cut()
-		testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+		cutOff(t, px, b)
 		y, err := a.CreateGroup(ctxFor(t, 10*time.Second), "y", []int64{2})
 		if err != nil {
 			t.Fatal(err)
@@ -77,8 +75,7 @@ func TestAnUntrackedConversationWrittenToWhileTheInboxIsPagedIsListedByTheRead(t
 			t.Fatal("the group was not written to during the inbox read")
 		}
 
-		px.Cut()
-		testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+		cutOff(t, px, b)
 		want := sendN(t, a, y.ID, 2, "while offline")
 		px.Resume()
 		if err := b.AwaitConnection(ctxFor(t, 10*time.Second)); err != nil {

@@ -11,7 +11,6 @@ import (
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestAConversationThatMovesAheadDuringTheCatchUpsInboxReadIsNotLost: the
@@ -43,8 +42,7 @@ func TestAConversationThatMovesAheadDuringTheCatchUpsInboxReadIsNotLost(t *testi
 	cfg := testConfig(t, px.URL(), 2) // ephemeral: nothing is replayed
 	cfg.Positions = map[int64]int64{x.ID: 1}
 	b := connect(t, cfg)
-	px.Cut()
-	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+	cutOff(t, px, b)
 	// Missed while offline: a reaction, which leaves the group's place in
 	// the inbox (its last message) where it was.
 	if _, err := srv.Service.React(ctx, chat.ReactionRequest{ConversationID: x.ID, UserID: 1, TargetSeq: 1,

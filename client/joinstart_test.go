@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/testkit"
 )
 
 // An ephemeral client (nothing replayed: history brings what it missed)
@@ -60,8 +59,7 @@ func TestAGroupJoinedLiveIsCaughtUpFromTheJoinAfterAReconnect(t *testing.T) {
 				nextEvent(t, b, client.EventMemberAdded, 10*time.Second)
 			}
 
-			px.Cut()
-			testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+			cutOff(t, px, b)
 			b.DropEvents(nil)
 			missed := sendN(t, a, g.ID, 2, "while offline")
 			px.Resume()

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -35,8 +34,7 @@ func TestARemovedMemberOfALargeGroupGetsWhatTheirLeaveOwedWithBodiesOnReconnect(
 		t.Fatalf("the first message came as %+v, want its body %q", m[0], "read 1")
 	}
 
-	px.Cut()
-	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+	cutOff(t, px, b)
 	owed := sendN(t, a, g.ID, 3, "owed")
 	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
 		t.Fatal(err)

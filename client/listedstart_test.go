@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/testkit"
 )
 
 // An ephemeral client (nothing replayed: history brings what it missed)
@@ -50,8 +49,7 @@ func TestAConversationListedButNeverTrackedIsCaughtUpAfterTimeOffline(t *testing
 				nextEvent(t, b, client.EventMemberRemoved, 10*time.Second)
 			}
 
-			px.Cut()
-			testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+			cutOff(t, px, b)
 			if how == "left live, added back offline" {
 				if _, err := a.AddMember(ctx, conv, 2); err != nil {
 					t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/server"
 )
 
@@ -96,8 +95,7 @@ func joinWhileOffline(t *testing.T, how string) offlineJoin {
 	sendN(t, a, direct, 1, "before going offline")
 	messages(t, j.b, direct, 1, 10*time.Second)
 
-	px.Cut()
-	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !j.b.Connected() })
+	cutOff(t, px, j.b)
 	var g client.Conversation
 	var err error
 	if how == "created" {

@@ -84,16 +84,7 @@ func joinedDuringAnOverflow(t *testing.T, persistent bool, before string) {
 		}
 		nextEvent(t, b, client.EventMemberRemoved, 10*time.Second)
 	case "left while offline":
-		px.Cut()
-		testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
-		if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
-			t.Fatal(err)
-		}
-		px.Resume()
-		testkit.WaitFor(t, 15*time.Second, "the group to leave user 2's positions", func() bool {
-			_, ok := b.Positions()[g.ID]
-			return !ok
-		})
+		removeWhileOffline(t, ctx, a, b, px, g.ID)
 	}
 
 	// b reads nothing (the first event it gets holds its connection's

@@ -143,6 +143,22 @@ func TestTheOwedTailOfAConversationLeftWhileOfflineDoesNotBringItBackToPositions
 	})
 }
 
+// removeWhileOffline has a remove user 2 from conv while their client b
+// is cut off (through px), then lets b back, and returns once conv left
+// b's positions.
+func removeWhileOffline(t *testing.T, ctx context.Context, a, b *client.Client, px *proxy, conv int64) {
+	t.Helper()
+	cutOff(t, px, b)
+	if err := a.RemoveMember(ctx, conv, 2); err != nil {
+		t.Fatal(err)
+	}
+	px.Resume()
+	testkit.WaitFor(t, 15*time.Second, "the group to leave user 2's positions", func() bool {
+		_, ok := b.Positions()[conv]
+		return !ok
+	})
+}
+
 // removedWhileOffline has a (user 1) make group title with user 2, whose
 // client b (a persistent session, so the inbox is read beside the
 // replay) reads its first 2 messages, is cut off, is removed from the
@@ -166,16 +182,7 @@ func removedWhileOffline(t *testing.T, srv *server.Server, a *client.Client, tit
 		t.Fatalf("position of the group %d, want 2", before[g.ID])
 	}
 
-	px.Cut()
-	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
-	if err := a.RemoveMember(ctx, g.ID, 2); err != nil {
-		t.Fatal(err)
-	}
-	px.Resume()
-	testkit.WaitFor(t, 15*time.Second, "the group to leave user 2's positions", func() bool {
-		_, ok := b.Positions()[g.ID]
-		return !ok
-	})
+	removeWhileOffline(t, ctx, a, b, px, g.ID)
 	return g, b, before
 }
 
@@ -324,8 +331,7 @@ func leftLiveAndAddedBackOfflineWith(t *testing.T, tweak func(*client.Config), a
 	}
 	nextEvent(t, b, client.EventMemberRemoved, 10*time.Second)
 
-	px.Cut()
-	testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+	cutOff(t, px, b)
 	if away != nil {
 		away(a, g)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/testkit"
 )
 
 // A group created with the user and left before anything was written in
@@ -37,8 +36,7 @@ func TestAGroupLeftAtSeqZeroAndAddedBackIsTrackedAgain(t *testing.T) {
 			}
 
 			if how == "while offline" {
-				px.Cut()
-				testkit.WaitFor(t, 10*time.Second, "user 2 to go offline", func() bool { return !b.Connected() })
+				cutOff(t, px, b)
 			} else {
 				b.DropEvents(func(p []byte) bool {
 					var ev client.Event

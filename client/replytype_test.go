@@ -28,9 +28,7 @@ func TestAReplyToACaptionlessPhotoSaysItQuotesAPhotoUntilTheRecall(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.SendMessage(ctx, g.ID, "", client.SendOptions{Attachments: []client.AttachmentRef{a.Ref()}}); err != nil {
-		t.Fatal(err)
-	}
+	sendUpload(t, ctx, alice, g.ID, a, "send the photo")
 	if _, err := alice.SendMessage(ctx, g.ID, "nice", client.SendOptions{ReplyTo: 1}); err != nil {
 		t.Fatal(err)
 	}

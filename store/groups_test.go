@@ -86,9 +86,7 @@ func TestGroupPermissionsForOwnerAdminMemberAndOutsiders(t *testing.T) {
 	mustRemove(t, ctx, st, g.ID, admin, other, "admin removes a member")
 	mustRemove(t, ctx, st, g.ID, owner, admin2, "owner removes an admin")
 	mustRemove(t, ctx, st, g.ID, member, member, "member leaves")
-	if err := st.TransferOwnership(ctx, g.ID, owner, admin); err != nil {
-		t.Fatalf("owner transfers: %v", err)
-	}
+	mustTransfer(t, ctx, st, g.ID, owner, admin, "owner transfers")
 	roles := map[int64]chat.Role{}
 	conv, err := st.GetConversation(ctx, g.ID, owner)
 	if err != nil {
@@ -511,13 +509,9 @@ func TestARetriedOwnershipTransferSucceedsAndWritesNothing(t *testing.T) {
 	st, pool := newStore(t)
 	const owner, heir, plain = 1, 2, 3
 	g := mustGroup(t, st, owner, heir, plain)
-	if err := st.TransferOwnership(ctx, g.ID, owner, heir); err != nil {
-		t.Fatalf("transfer: %v", err)
-	}
+	mustTransfer(t, ctx, st, g.ID, owner, heir, "transfer")
 	writesNothing(t, pool, g.ID, "a retried transfer", func() {
-		if err := st.TransferOwnership(ctx, g.ID, owner, heir); err != nil {
-			t.Fatalf("retried transfer: %v", err)
-		}
+		mustTransfer(t, ctx, st, g.ID, owner, heir, "retried transfer")
 	})
 	if m := member(t, st, g.ID, heir, owner); m.Role != chat.RoleAdmin {
 		t.Fatalf("previous owner's role after the retry: %s, want admin", m.Role)
@@ -527,12 +521,8 @@ func TestARetriedOwnershipTransferSucceedsAndWritesNothing(t *testing.T) {
 
 	// The group changes hands and comes back: the heir owns it by the
 	// plain member's transfer now, not by the first owner's.
-	if err := st.TransferOwnership(ctx, g.ID, heir, plain); err != nil {
-		t.Fatalf("second transfer: %v", err)
-	}
-	if err := st.TransferOwnership(ctx, g.ID, plain, heir); err != nil {
-		t.Fatalf("transfer back: %v", err)
-	}
+	mustTransfer(t, ctx, st, g.ID, heir, plain, "second transfer")
+	mustTransfer(t, ctx, st, g.ID, plain, heir, "transfer back")
 	wantCode(t, "a stale retry of the first transfer", st.TransferOwnership(ctx, g.ID, owner, heir), chat.CodeForbidden)
 }
 
@@ -565,9 +555,7 @@ func TestATransferRetriedAfterLeavingAndComingBackIsNoRetry(t *testing.T) {
 	st, pool := newStore(t)
 	const owner, heir = 1, 2
 	g := mustGroup(t, st, owner, heir)
-	if err := st.TransferOwnership(ctx, g.ID, owner, heir); err != nil {
-		t.Fatalf("transfer: %v", err)
-	}
+	mustTransfer(t, ctx, st, g.ID, owner, heir, "transfer")
 	mustRemove(t, ctx, st, g.ID, owner, owner, "the previous owner leaves")
 	mustAdd(t, ctx, st, g.ID, heir, owner, chat.RoleMember)
 	writesNothing(t, pool, g.ID, "a refused transfer", func() {

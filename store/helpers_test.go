@@ -219,6 +219,14 @@ func mustRemove(t *testing.T, ctx context.Context, st *store.Store, conv, actor,
 	}
 }
 
+// mustTransfer hands conv's ownership from one member to another.
+func mustTransfer(t *testing.T, ctx context.Context, st *store.Store, conv, from, to int64, what string) {
+	t.Helper()
+	if err := st.TransferOwnership(ctx, conv, from, to); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // sendN sends n messages of body to conv as sender.
 func sendN(t *testing.T, st *store.Store, conv, sender int64, n int, body string) {
 	t.Helper()

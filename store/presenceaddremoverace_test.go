@@ -36,16 +36,7 @@ func TestAnAddAndARemovalAtOnceLeaveAPairThatStillSharesAGroupUntold(t *testing.
 	if shares, err := store.NewPresence(pool, time.Minute).SharesConversation(ctx, 1, 2); err != nil || !shares {
 		t.Fatalf("users 1 and 2 share a conversation: %v (%v), want true", shares, err)
 	}
-	var hiddenFrom []int64
-	var shown map[int64][]int64
-	for _, ev := range rec.events() {
-		switch ev.Type {
-		case chat.EventMemberAdded:
-			shown = ev.PresenceShown
-		case chat.EventMemberRemoved:
-			hiddenFrom = ev.PresenceHiddenFrom
-		}
-	}
+	shown, _, hiddenFrom := toldPresence(rec, chat.EventMemberAdded, a.ID)
 	if slices.Contains(hiddenFrom, 1) && !slices.Contains(shown[1], 2) {
 		t.Fatalf("users 1 and 2 share group b, but the removal hid 2's presence from 1 (presenceHiddenFrom %v) and the add shows it to nobody (presenceShown %v): 1 is never told 2's state", hiddenFrom, shown)
 	}

@@ -47,6 +47,23 @@ func atOnce(t *testing.T, pool *pgxpool.Pool, first, second func() error) {
 	}
 }
 
+// toldPresence is what rec's events told of presence: the presenceShown
+// of the last of type shownBy that is not of conversation other, and the
+// presenceHidden and presenceHiddenFrom of the last member.removed.
+func toldPresence(rec *publishRecorder, shownBy string, other int64) (shown map[int64][]int64, hidden, hiddenFrom []int64) {
+	for _, ev := range rec.events() {
+		switch ev.Type {
+		case shownBy:
+			if ev.ConversationID != other {
+				shown = ev.PresenceShown
+			}
+		case chat.EventMemberRemoved:
+			hidden, hiddenFrom = ev.PresenceHidden, ev.PresenceHiddenFrom
+		}
+	}
+	return shown, hidden, hiddenFrom
+}
+
 // TestAnAddOfOneAndARemovalOfTheOtherAtOnceLeaveAPairThatStillSharesAGroupTold:
 // users 1 and 2 share group a; 2 is added to group b, which 1 is in,
 // while 1 (not 2) is removed from a, at the same moment. A lock on the
@@ -69,16 +86,7 @@ func TestAnAddOfOneAndARemovalOfTheOtherAtOnceLeaveAPairThatStillSharesAGroupTol
 	if shares, err := store.NewPresence(pool, time.Minute).SharesConversation(ctx, 1, 2); err != nil || !shares {
 		t.Fatalf("users 1 and 2 share a conversation: %v (%v), want true", shares, err)
 	}
-	var hidden, hiddenFrom []int64
-	var shown map[int64][]int64
-	for _, ev := range rec.events() {
-		switch ev.Type {
-		case chat.EventMemberAdded:
-			shown = ev.PresenceShown
-		case chat.EventMemberRemoved:
-			hidden, hiddenFrom = ev.PresenceHidden, ev.PresenceHiddenFrom
-		}
-	}
+	shown, hidden, hiddenFrom := toldPresence(rec, chat.EventMemberAdded, a.ID)
 	if slices.Contains(hiddenFrom, 2) && !slices.Contains(shown[2], 1) {
 		t.Fatalf("users 1 and 2 share group b, but the removal hid 1's presence from 2 (presenceHiddenFrom %v) and the add shows it to nobody (presenceShown %v)", hiddenFrom, shown)
 	}
@@ -141,18 +149,7 @@ func TestADirectConversationOpenedAsTheLastSharedGroupIsLeftTellsThePair(t *test
 		return err
 	}, func() error { return st.RemoveMember(ctx, a.ID, 3, 2) })
 
-	var hidden, hiddenFrom []int64
-	var shown map[int64][]int64
-	for _, ev := range rec.events() {
-		switch ev.Type {
-		case chat.EventConversationCreated:
-			if ev.ConversationID != a.ID {
-				shown = ev.PresenceShown
-			}
-		case chat.EventMemberRemoved:
-			hidden, hiddenFrom = ev.PresenceHidden, ev.PresenceHiddenFrom
-		}
-	}
+	shown, hidden, hiddenFrom := toldPresence(rec, chat.EventConversationCreated, a.ID)
 	if slices.Contains(hiddenFrom, 1) && !slices.Contains(shown[1], 2) {
 		t.Fatalf("users 1 and 2 share a direct conversation, but the removal hid 2's presence from 1 (presenceHiddenFrom %v) and the creation shows it to nobody (presenceShown %v)", hiddenFrom, shown)
 	}

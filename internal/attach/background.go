@@ -298,22 +298,22 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_uploads_total",
-			Help: "Uploads by outcome: created, complete, cut (PUT cut short, pending still), expired (a PUT still sending when the upload's URL expired: 410, the upload as it was), too_large, unsupported, quota, refused_* (the bytes were not as declared: sniff, size, image), again (a complete upload PUT again with its bytes: answered as the first, nothing stored), again_other (PUT again with other bytes: 409), busy (a PUT refused while PutsPerUser of its user's run: 429)."}, []string{"outcome"}),
-		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_attachment_downloads_total",
-			Help: "Attachment downloads by what (original, thumbnail) and how (served by chatd, redirect to the object store)."}, []string{"what", "how"}),
-		thumbnails: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_thumbnails_total",
-			Help: "Thumbnails by outcome: made, failed (not decodable), gone (the attachment went), retry (a store failed), deferred (queue full)."}, []string{"outcome"}),
+		uploads: promreg.CounterVec("chat_uploads_total",
+			"Uploads by outcome: created, complete, cut (PUT cut short, pending still), expired (a PUT still sending when the upload's URL expired: 410, the upload as it was), too_large, unsupported, quota, refused_* (the bytes were not as declared: sniff, size, image), again (a complete upload PUT again with its bytes: answered as the first, nothing stored), again_other (PUT again with other bytes: 409), busy (a PUT refused while PutsPerUser of its user's run: 429).", "outcome"),
+		downloads: promreg.CounterVec("chat_attachment_downloads_total",
+			"Attachment downloads by what (original, thumbnail) and how (served by chatd, redirect to the object store).", "what", "how"),
+		thumbnails: promreg.CounterVec("chat_thumbnails_total",
+			"Thumbnails by outcome: made, failed (not decodable), gone (the attachment went), retry (a store failed), deferred (queue full).", "outcome"),
 		thumbSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chat_thumbnail_seconds",
 			Help: "Time to make one thumbnail (read, decode, scale, encode, store).", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
-		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_upload_bytes_total",
-			Help: "Bytes received by chatd's own upload endpoint (local disk store)."}),
-		expired: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_uploads_expired_total",
-			Help: "Uploads never attached and deleted after upload_ttl."}),
-		deletions: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_blob_deletions_total",
-			Help: "Blobs deleted from the blob store (with their thumbnails) through the deletion queue."}),
-		aborted: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_blob_incomplete_aborted_total",
-			Help: "Unfinished writes (an object store's multipart uploads a crash left) older than upload_ttl, aborted by the cleanup."}),
+		bytesIn: promreg.Counter("chat_upload_bytes_total",
+			"Bytes received by chatd's own upload endpoint (local disk store)."),
+		expired: promreg.Counter("chat_uploads_expired_total",
+			"Uploads never attached and deleted after upload_ttl."),
+		deletions: promreg.Counter("chat_blob_deletions_total",
+			"Blobs deleted from the blob store (with their thumbnails) through the deletion queue."),
+		aborted: promreg.Counter("chat_blob_incomplete_aborted_total",
+			"Unfinished writes (an object store's multipart uploads a crash left) older than upload_ttl, aborted by the cleanup."),
 	}
 	if err := promreg.Register(reg, m.uploads, m.downloads, m.thumbnails, m.thumbSeconds, m.bytesIn, m.expired, m.deletions, m.aborted); err != nil {
 		return nil, fmt.Errorf("register attachment metrics: %w", err)

@@ -150,15 +150,15 @@ func (x *memberIndex) apply(ev chat.Event) (late bool) {
 			slices.Sort(m)
 			x.set(ev.ConversationID, chat.Routing{Members: m, Seq: ev.Seq})
 		}
-	case chat.EventMemberAdded:
-		// A member the index lacks comes only from a join that waited
-		// for a load (refresh forgets the conversation at a join that
-		// arrives) and that the load did not see: it read the members
-		// before the join committed, or after the member left again.
-		// The join's seq is their floor if the group's history is
-		// "joined"; otherwise it is the safe side: an edit of a message
-		// from before the join reaches them without its body until the
-		// conversation is loaded again.
+	case chat.EventMemberAdded, chat.EventMemberRemoved:
+		// A member.added of a member the index lacks comes only from a
+		// join that waited for a load (refresh forgets the conversation
+		// at a join that arrives) and that the load did not see: it read
+		// the members before the join committed, or after the member
+		// left again. The join's seq is their floor if the group's
+		// history is "joined"; otherwise it is the safe side: an edit of
+		// a message from before the join reaches them without its body
+		// until the conversation is loaded again.
 		if e == nil {
 			return false
 		}
@@ -167,14 +167,7 @@ func (x *memberIndex) apply(ev chat.Event) (late bool) {
 			return late
 		}
 		if r, ok := x.get(ev.ConversationID); ok {
-			if i, found := slices.BinarySearch(r.Members, ev.UserID); !found {
-				if r.Floors == nil && ev.Seq > 0 {
-					r.Floors = make([]int64, len(r.Members))
-				}
-				r.Members = slices.Insert(slices.Clone(r.Members), i, ev.UserID)
-				if r.Floors != nil {
-					r.Floors = slices.Insert(slices.Clone(r.Floors), i, ev.Seq)
-				}
+			if r, changed := withMembership(r, ev); changed {
 				x.set(ev.ConversationID, r)
 			}
 		}
@@ -190,25 +183,33 @@ func (x *memberIndex) apply(ev chat.Event) (late bool) {
 		}
 		late, _ := e.note(stateKey(ev), ev.Seq)
 		return late
-	case chat.EventMemberRemoved:
-		if e == nil {
-			return false
-		}
-		late, known := e.note(ev.UserID, ev.Seq)
-		if known {
-			return late
-		}
-		if r, ok := x.get(ev.ConversationID); ok {
-			if i, found := slices.BinarySearch(r.Members, ev.UserID); found {
-				r.Members = slices.Delete(slices.Clone(r.Members), i, i+1)
-				if r.Floors != nil {
-					r.Floors = slices.Delete(slices.Clone(r.Floors), i, i+1)
-				}
-				x.set(ev.ConversationID, r)
-			}
-		}
 	}
 	return false
+}
+
+// withMembership is r with ev's member added (member.added, their floor
+// ev.Seq) or removed (member.removed), and whether that changed r: not
+// for a member it has already, or lacks already.
+func withMembership(r chat.Routing, ev chat.Event) (chat.Routing, bool) {
+	i, found := slices.BinarySearch(r.Members, ev.UserID)
+	switch {
+	case ev.Type == chat.EventMemberAdded && !found:
+		if r.Floors == nil && ev.Seq > 0 {
+			r.Floors = make([]int64, len(r.Members))
+		}
+		r.Members = slices.Insert(slices.Clone(r.Members), i, ev.UserID)
+		if r.Floors != nil {
+			r.Floors = slices.Insert(slices.Clone(r.Floors), i, ev.Seq)
+		}
+		return r, true
+	case ev.Type == chat.EventMemberRemoved && found:
+		r.Members = slices.Delete(slices.Clone(r.Members), i, i+1)
+		if r.Floors != nil {
+			r.Floors = slices.Delete(slices.Clone(r.Floors), i, i+1)
+		}
+		return r, true
+	}
+	return r, false
 }
 
 // stateKey is memberEntry.seqs' key of the state a state event sets,

@@ -205,6 +205,18 @@ type gateConn struct {
 	once    sync.Once
 }
 
+// attachGated attaches session id of user (not persistent) over a
+// gateConn, and returns it and the fakeConn it writes to.
+func attachGated(t *testing.T, h *delivery.Hub, f fixture, id string, user int64) (*gateConn, *fakeConn) {
+	t.Helper()
+	fc := newConn(id, true)
+	fc.hub = h
+	c := &gateConn{fakeConn: fc, gate: make(chan struct{}), blocked: make(chan struct{})}
+	fc.self = c
+	attachConn(t, h, f, c, id, user, false, true)
+	return c, fc
+}
+
 func (c *gateConn) Write(a []chat.Ack, ps []chat.Packet) error {
 	select {
 	case <-c.gate:
@@ -225,15 +237,7 @@ func TestAJoinWithoutAResyncDeliversWhatFollowedTheJoin(t *testing.T) { testResy
 func testResyncJoin(t *testing.T, qs int) {
 	f := setup(t)
 	h := startHub(t, f.sessions, delivery.Options{QueueSize: qs})
-	if _, err := f.sessions.Open(context.Background(), "u3", "", 3, false, false, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	fc := newConn("u3", true)
-	fc.hub = h
-	c := &gateConn{fakeConn: fc, gate: make(chan struct{}), blocked: make(chan struct{})}
-	fc.self = c
-	h.Attach(c, "u3", 3, false, true, 0)
-	<-h.Session("u3").Loaded()
+	c, fc := attachGated(t, h, f, "u3", 3)
 	obs := attach(t, h, f, "u2", false, true)
 	h.Publish(sendAs(t, f, f.conv.ID, 1)) // warms the index
 	waitSeqs(t, obs, f.conv.ID, 1)

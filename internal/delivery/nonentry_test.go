@@ -191,15 +191,7 @@ func sendSeqsAs(t *testing.T, st *store.Store, rec *recorder, conv, sender int64
 func TestPresenceAndReceiptsQueuedWithAResyncStillReachTheClient(t *testing.T) {
 	f := setup(t)
 	h := newHub(t, f, delivery.Options{})
-	if _, err := f.sessions.Open(context.Background(), "u2", "", 2, false, false, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	fc := newConn("u2", true)
-	fc.hub = h
-	c := &gateConn{fakeConn: fc, gate: make(chan struct{}), blocked: make(chan struct{})}
-	fc.self = c
-	h.Attach(c, "u2", 2, false, true, 0)
-	<-h.Session("u2").Loaded()
+	c, fc := attachGated(t, h, f, "u2", 2)
 	h.SendDirect("u2", c, chat.Packet{Topic: "x", Payload: []byte("{}")})
 	<-c.blocked // the pump is stuck in a write: what follows waits in its mailbox
 
@@ -228,15 +220,7 @@ func TestARemovedUserHearsOfTheRemovalWhileTheirQueueIsFullOfRefusals(t *testing
 	f := setup(t)
 	const qs = 4
 	h := newHub(t, f, delivery.Options{QueueSize: qs})
-	if _, err := f.sessions.Open(context.Background(), "u2", "", 2, false, false, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	fc := newConn("u2", true)
-	fc.hub = h
-	c := &gateConn{fakeConn: fc, gate: make(chan struct{}), blocked: make(chan struct{})}
-	fc.self = c
-	h.Attach(c, "u2", 2, false, true, 0)
-	<-h.Session("u2").Loaded()
+	c, fc := attachGated(t, h, f, "u2", 2)
 	h.Publish(sendAs(t, f, f.conv.ID, 1)) // warms the member index
 	<-c.blocked                           // the pump is stuck writing it
 	for range qs {                        // the client's refused publishes' error events

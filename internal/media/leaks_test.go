@@ -424,21 +424,12 @@ func TestStripEndsOnAPhotoFollowedByAVideoHeaderOfNoSize(t *testing.T) {
 	for _, header := range []string{"\x00\x00\x00\x04ftyp", "\x00\x00\x00\x07ftypiso", "\x00\x00\x00\x01ftyp\x00\x00\x00\x00\x00\x00\x00\x0F"} {
 		video := mediatest.MP4WithLocation(false, true, false, 1<<10, 0)
 		file := bytes.Join([][]byte{mediatest.JPEG(16, 8), []byte(header), video}, nil)
-		done := make(chan []byte, 1)
-		go func() {
-			got, _ := io.ReadAll(media.Strip(bytes.NewReader(file), "image/jpeg"))
-			done <- got
-		}()
-		select {
-		case got := <-done:
-			if len(got) != len(file) {
-				t.Fatalf("header %q: %d bytes became %d", header, len(file), len(got))
-			}
-			if bytes.Contains(got, mediatest.VideoLocation) {
-				t.Errorf("header %q: the video's location survived", header)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("header %q: Strip has not ended after 5 s", header)
+		got := stripWithin(t, file, "image/jpeg", 5*time.Second, fmt.Sprintf("header %q: Strip has not ended after 5 s", header))
+		if len(got) != len(file) {
+			t.Fatalf("header %q: %d bytes became %d", header, len(file), len(got))
+		}
+		if bytes.Contains(got, mediatest.VideoLocation) {
+			t.Errorf("header %q: the video's location survived", header)
 		}
 	}
 }
@@ -501,21 +492,12 @@ func TestAnEXIFOfOverlappingGPSDirectoriesCostsLittleToStrip(t *testing.T) {
 		file = append(file, segment...)
 	}
 	file = append(file, plain[2:]...)
-	done := make(chan []byte, 1)
-	go func() {
-		got, _ := io.ReadAll(media.Strip(bytes.NewReader(file), "image/jpeg"))
-		done <- got
-	}()
-	select {
-	case got := <-done:
-		if len(got) != len(file) {
-			t.Fatalf("%d bytes became %d", len(file), len(got))
-		}
-		if bytes.Contains(got, le.AppendUint16(le.AppendUint16(nil, uint16(count)), uint16(count))) {
-			t.Error("a GPS directory's entries survived")
-		}
-	case <-time.After(time.Second):
-		t.Fatalf("stripping %d KiB of EXIF took over a second", len(file)>>10)
+	got := stripWithin(t, file, "image/jpeg", time.Second, fmt.Sprintf("stripping %d KiB of EXIF took over a second", len(file)>>10))
+	if len(got) != len(file) {
+		t.Fatalf("%d bytes became %d", len(file), len(got))
+	}
+	if bytes.Contains(got, le.AppendUint16(le.AppendUint16(nil, uint16(count)), uint16(count))) {
+		t.Error("a GPS directory's entries survived")
 	}
 }
 
@@ -558,6 +540,25 @@ func TestAnEXIFOfDirectoriesOverlappingItsOwnCostsLittleToStrip(t *testing.T) {
 
 // stripAllocs strips file as ctype, checks its length is kept, and
 // returns the bytes allocated doing it.
+// stripWithin reads file of ctype through Strip and returns what Strip
+// passed on; if that takes longer than d (a Strip that walks on and on),
+// it fails t saying late.
+func stripWithin(t *testing.T, file []byte, ctype string, d time.Duration, late string) []byte {
+	t.Helper()
+	done := make(chan []byte, 1)
+	go func() {
+		got, _ := io.ReadAll(media.Strip(bytes.NewReader(file), ctype))
+		done <- got
+	}()
+	select {
+	case got := <-done:
+		return got
+	case <-time.After(d):
+		t.Fatal(late)
+		return nil
+	}
+}
+
 func stripAllocs(t *testing.T, file []byte, ctype string) uint64 {
 	t.Helper()
 	var before, after runtime.MemStats

@@ -23,3 +23,18 @@ func Register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	}
 	return nil
 }
+
+// Counter is a counter with only a name and help, as most of chatd's are.
+func Counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+// Gauge is a gauge with only a name and help.
+func Gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
+// CounterVec is a counter with a name and help, labelled by labels.
+func CounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}

@@ -37,16 +37,9 @@ func TestAClaimAbortedAsADeadlockWithARecallsDecisionIsMadeAgainAtOnce(t *testin
 	dev := r.subscribe(2, "bob")
 	conv := r.direct(1, 2)
 	one := r.send(conv, 1, "one")
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.decideAll(p, []int64{conv}, 1)
-	cs := r.claims(p, 10, time.Minute)
-	if len(cs) != 1 {
-		t.Fatalf("claimed %d pushes, want bob's", len(cs))
-	}
-	if err := push.WriteResult(ctx, p, cs[0], "uncounted retry", dev); err != nil {
+	p := r.pusher()
+	c := r.claimBobs(p, conv, time.Minute)
+	if err := push.WriteResult(ctx, p, c, "uncounted retry", dev); err != nil {
 		t.Fatal(err)
 	}
 	two := r.send(conv, 1, "two")

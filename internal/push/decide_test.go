@@ -40,10 +40,7 @@ func TestUnacknowledgedMessageIsPushedToTheRecipientOnly(t *testing.T) {
 
 func TestAcknowledgedMessageIsNotPushed(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(nil)
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, nil)
 	seq := r.send(conv, 1, "hello")
 	r.ack(conv, 2, seq)
 	r.quiet("bob", 0, time.Second)
@@ -110,13 +107,21 @@ func TestAPushCountsOnlyTheMessagesNotAcknowledgedWhileItWaited(t *testing.T) {
 	}
 }
 
-func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
-	t.Parallel()
+// bobAndCarol starts a rig with a group of users 1, 2 and 3, bob (2) and
+// carol (3) with a device each.
+func bobAndCarol(t *testing.T) (*rig, int64) {
+	t.Helper()
 	r := newRig(t)
 	r.start(nil)
 	conv := r.group(1, 2, 3)
 	r.subscribe(2, "bob")
 	r.subscribe(3, "carol")
+	return r, conv
+}
+
+func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
+	t.Parallel()
+	r, conv := bobAndCarol(t)
 	r.settings(conv, 2, chat.ConversationSettings{Muted: true, Mentions: true})
 	r.settings(conv, 3, chat.ConversationSettings{Muted: true, Mentions: false})
 	r.send(conv, 1, "nobody is woken")
@@ -141,11 +146,7 @@ func TestMutedConversationIsNotPushedButAMentionIs(t *testing.T) {
 // everyone else's messages.
 func TestMessageFromABlockedSenderIsNotPushedToTheBlocker(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(nil)
-	conv := r.group(1, 2, 3)
-	r.subscribe(2, "bob")
-	r.subscribe(3, "carol")
+	r, conv := bobAndCarol(t)
 	if err := r.store.Block(context.Background(), 2, 1, 100); err != nil {
 		t.Fatal(err)
 	}
@@ -167,10 +168,7 @@ func TestMessageFromABlockedSenderIsNotPushedToTheBlocker(t *testing.T) {
 
 func TestPreviewCarriesTheText(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Preview = true })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, func(c *push.Config) { c.Preview = true })
 	r.send(conv, 1, "the text")
 	if got := r.waitPushes("bob", 1, 3*time.Second); got[0].Body != "the text" {
 		t.Errorf("body = %q, want the preview", got[0].Body)
@@ -193,10 +191,7 @@ func TestGoneSubscriptionDeletesTheDevice(t *testing.T) {
 
 func TestServerErrorIsRetriedAfterRetryAfter(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(nil)
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, nil)
 	r.ep.Script("bob", http.StatusInternalServerError)
 	r.send(conv, 1, "hello")
 	got := r.waitPushes("bob", 1, 5*time.Second)
@@ -435,10 +430,7 @@ func TestABlockOrAMuteSilencesAPushAlreadyDecided(t *testing.T) {
 // push, so the next message's push is not held back another interval.
 func TestAPushNotSentDoesNotHoldBackTheNextOne(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.MinInterval = 2 * time.Second })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, func(c *push.Config) { c.MinInterval = 2 * time.Second })
 	r.send(conv, 1, "one")
 	r.waitPushes("bob", 1, 3*time.Second)
 	two := r.send(conv, 1, "two")

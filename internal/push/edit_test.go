@@ -17,10 +17,7 @@ import (
 // older message, which the notification does not show, sends nothing.
 func TestAnEditOfAPreviewedMessageReplacesTheTextOnTheDevices(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Preview = true })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, func(c *push.Config) { c.Preview = true })
 	older := r.send(conv, 1, "older")
 	seq := r.send(conv, 1, "secret")
 	if got := r.waitPushes("bob", 1, 3*time.Second); got[0].Body != "secret" || got[0].Seq != seq {
@@ -55,13 +52,7 @@ func TestAnEditOfAPreviewedMessageReplacesTheTextOnTheDevices(t *testing.T) {
 // came, and the update.
 func TestAnUpdateLeavesTheNotificationAPushServiceHoldsForAnOfflineDevice(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Preview = true })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
-	seq := r.send(conv, 1, "secret")
-	r.waitPushes("bob", 1, 3*time.Second)
-	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
+	r, conv, seq := previewShownToBob(t, "secret")
 	r.edit(conv, 1, seq, "oops")
 	r.waitPushes("bob", 2, 3*time.Second)
 	held := notifications(t, r.ep.Held("bob"))
@@ -77,10 +68,7 @@ func TestAnUpdateLeavesTheNotificationAPushServiceHoldsForAnOfflineDevice(t *tes
 // and no update goes for it (nothing showed the old one).
 func TestAWaitingPushPreviewsTheEditedText(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Preview, c.MinInterval = true, 2*time.Second })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, func(c *push.Config) { c.Preview, c.MinInterval = true, 2*time.Second })
 	r.send(conv, 1, "first")
 	r.waitPushes("bob", 1, 3*time.Second)
 	seq := r.send(conv, 1, "secret")
@@ -111,10 +99,7 @@ func TestAnEditOfTheMessageAPushPreviewsInPlaceOfASilencedNewerOneUpdatesIt(t *t
 	g := r.group(1, 2, 3)
 	hi := r.send(g, 3, "hi")
 	spam := r.send(g, 1, "spam")
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := r.pusher()
 	// Both decided into the push: a decision made while "spam" is younger
 	// than Delay decides "hi" alone, and the edit's decision would not
 	// pass the edit while "spam" stays young, before it in the stream.

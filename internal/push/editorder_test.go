@@ -54,13 +54,7 @@ func shownAfter(ns ...versioned) string {
 // keeps its text when the first comes.
 func TestUpdatesOfOneMessageSayWhichTextIsNewer(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Preview = true })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
-	seq := r.send(conv, 1, "meet at 5, pin 4711")
-	r.waitPushes("bob", 1, 3*time.Second)
-	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
+	r, conv, seq := previewShownToBob(t, "meet at 5, pin 4711")
 	first := r.edit(conv, 1, seq, "meet at 5")
 	r.waitPushes("bob", 2, 3*time.Second)
 	second := r.edit(conv, 1, seq, "meet at 6")

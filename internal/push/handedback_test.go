@@ -28,10 +28,7 @@ func TestARecallOfAMessageWhosePushWasHandedBackUnsentSendsNoRemove(t *testing.T
 	rec := r.recall(conv, 1, r.count(`SELECT max(seq) FROM message WHERE conversation_id = $1 AND kind = 'message'`, conv))
 	// The recall is decided before a node claims the notification again
 	// (a claim first would find nothing left to send, and delete it).
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := r.pusher()
 	if _, err := r.decide(context.Background(), p, conv); err != nil {
 		t.Fatal(err)
 	}
@@ -106,16 +103,8 @@ func (r *rig) bobsClaimedPush(body string, lease time.Duration) (*push.Pusher, i
 	r.subscribe(2, "bob")
 	conv := r.direct(1, 2)
 	seq := r.send(conv, 1, body)
-	p, err := push.New(r.cfg)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.decideAll(p, []int64{conv}, 1)
-	cs := r.claims(p, 10, lease)
-	if len(cs) != 1 {
-		r.t.Fatalf("claimed %d pushes, want bob's", len(cs))
-	}
-	return p, conv, seq, cs[0]
+	p := r.pusher()
+	return p, conv, seq, r.claimBobs(p, conv, lease)
 }
 
 // TestARecallDecidedBeforeItsPushIsHandedBackUnsentSendsNoRemove: bob's
@@ -169,10 +158,7 @@ func (r *rig) bobShownZeroAndClaimedOneFor(lease time.Duration) (*push.Pusher, i
 	stop()
 
 	one := r.send(conv, 1, "one")
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := r.pusher()
 	r.decideAll(p, []int64{conv}, 2)
 	var cs []push.Claim
 	testkit.WaitFor(t, 5*time.Second, "the notification of one claimed", func() bool {

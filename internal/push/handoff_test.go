@@ -48,10 +48,7 @@ func TestSignatureVerifiesAndRejectsTamperingAndReplays(t *testing.T) {
 
 func TestNotificationNeverExceedsTheLimit(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Preview = true })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, func(c *push.Config) { c.Preview = true })
 	// Control characters escape to six bytes each in JSON.
 	r.send(conv, 1, strings.Repeat("\x01", 10000))
 	for _, p := range r.ep.Of("bob") {
@@ -102,12 +99,12 @@ func (s *sender) got() []push.Request {
 
 // startOutputs starts what the FCM and APNs pushes leave chatd through:
 // kfake with a chat.push topic of partitions, and a receiver of the signed
-// webhook. It returns both and the Config change that points a rig at
-// them.
-func startOutputs(t *testing.T, partitions int32) (*kfake.Cluster, *sender, func(*push.Config)) {
+// webhook answering as startWebhook's with status. It returns both and the
+// Config change that points a rig at them.
+func startOutputs(t *testing.T, partitions int32, status ...int) (*kfake.Cluster, *sender, func(*push.Config)) {
 	t.Helper()
 	kc := kafkatest.Start(t, kfake.SeedTopics(partitions, "chat.push"))
-	snd, webhook := startWebhook(t)
+	snd, webhook := startWebhook(t, status...)
 	return kc, snd, func(c *push.Config) {
 		c.KafkaBrokers, c.KafkaTopic = kc.ListenAddrs(), "chat.push"
 		webhook(c)
@@ -307,13 +304,9 @@ func TestAStoppedPusherLeavesNoKafkaConnectionOrGoroutine(t *testing.T) {
 // recall of its message sends the device a remove.
 func TestAPushKafkaAcceptedAndTheWebhookRefusedIsKeptAsShown(t *testing.T) {
 	t.Parallel()
-	kc := kafkatest.Start(t, kfake.SeedTopics(1, "chat.push"))
-	snd, webhook := startWebhook(t, http.StatusBadRequest)
+	_, snd, outputs := startOutputs(t, 1, http.StatusBadRequest)
 	r := newRig(t)
-	r.start(func(c *push.Config) {
-		c.KafkaBrokers, c.KafkaTopic = kc.ListenAddrs(), "chat.push"
-		webhook(c)
-	})
+	r.start(outputs)
 	registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token"})
 	r.send(r.direct(1, 2), 1, "hi")
 	testkit.WaitFor(t, 5*time.Second, "the push to reach the webhook", func() bool { return len(snd.got()) > 0 })
@@ -331,13 +324,9 @@ func TestAPushKafkaAcceptedAndTheWebhookRefusedIsKeptAsShown(t *testing.T) {
 // consumer gets each push once, and the webhook until it accepts.
 func TestAPushKafkaAcceptedIsRetriedToTheWebhookAlone(t *testing.T) {
 	t.Parallel()
-	kc := kafkatest.Start(t, kfake.SeedTopics(1, "chat.push"))
-	snd, webhook := startWebhook(t, http.StatusServiceUnavailable)
+	kc, snd, outputs := startOutputs(t, 1, http.StatusServiceUnavailable)
 	r := newRig(t)
-	r.start(func(c *push.Config) {
-		c.KafkaBrokers, c.KafkaTopic = kc.ListenAddrs(), "chat.push"
-		webhook(c)
-	})
+	r.start(outputs)
 	registerHandedOff(t, r, 2, chat.DeviceRequest{Platform: "fcm", Token: "fcm-token"})
 	r.send(r.direct(1, 2), 1, "hi")
 	testkit.WaitFor(t, 10*time.Second, "the webhook to accept the retry", func() bool { return len(snd.got()) == 2 })

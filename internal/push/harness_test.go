@@ -91,6 +91,28 @@ func (r *rig) start(mod func(*push.Config)) (stop func()) {
 	return stop
 }
 
+// toBob starts a rig's pusher (mod changes its Config; nil: none) and
+// makes a direct conversation of users 1 and 2, bob (2) with one device.
+func toBob(t *testing.T, mod func(*push.Config)) (*rig, int64) {
+	t.Helper()
+	r := newRig(t)
+	r.start(mod)
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	return r, conv
+}
+
+// previewShownToBob has user 1 send body to bob (toBob, with previews)
+// and returns once the push previewing it was sent.
+func previewShownToBob(t *testing.T, body string) (r *rig, conv, seq int64) {
+	t.Helper()
+	r, conv = toBob(t, func(c *push.Config) { c.Preview = true })
+	seq = r.send(conv, 1, body)
+	r.waitPushes("bob", 1, 3*time.Second)
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
+	return r, conv, seq
+}
+
 func (r *rig) group(creator int64, members ...int64) int64 {
 	r.t.Helper()
 	c, _, err := r.store.CreateGroup(context.Background(), chat.GroupRequest{CreatorID: creator, Title: "team", Members: members})
@@ -229,10 +251,7 @@ func describe(ps []webpushtest.Push) string {
 func (r *rig) decideTwice(conv int64, first func(n int, err error)) (int, error) {
 	t := r.t
 	t.Helper()
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := r.pusher()
 	ctx := context.Background()
 	tx1, err := r.pool.Begin(ctx)
 	if err != nil {

@@ -138,10 +138,7 @@ func TestRecalledPushedMessageGetsOneRemovePushPerDeviceThatShowedIt(t *testing.
 
 func TestMessageRecalledBeforeItsPushWasDueIsNeverPushed(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Delay = time.Second })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, func(c *push.Config) { c.Delay = time.Second })
 	seq := r.send(conv, 1, "wrong chat")
 	rc := r.recall(conv, 1, seq)
 	r.waitCount(rc, 5*time.Second, `SELECT COALESCE((SELECT seq FROM push_cursor WHERE conversation_id = $1), 0)`, conv)
@@ -160,10 +157,7 @@ func TestMessageRecalledBeforeItsPushWasDueIsNeverPushed(t *testing.T) {
 // but the recalled message is not sent.
 func TestPreviewNeverShowsARecalledBody(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Preview, c.MinInterval = true, 3*time.Second })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, func(c *push.Config) { c.Preview, c.MinInterval = true, 3*time.Second })
 	r.send(conv, 1, "first")
 	r.waitPushes("bob", 1, 3*time.Second)
 	keep := r.send(conv, 1, "keep")
@@ -194,10 +188,7 @@ func TestPreviewNeverShowsARecalledBody(t *testing.T) {
 // (all it stood for is recalled) is not sent.
 func TestPushInFlightWhenItsMessageIsRecalledIsFollowedByARemove(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Preview, c.Timeout = true, time.Second })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, func(c *push.Config) { c.Preview, c.Timeout = true, time.Second })
 	r.ep.Hang("bob", true)
 	seq := r.send(conv, 1, "secret")
 	r.waitRequests(1, 3*time.Second, "the push to reach the endpoint")
@@ -223,10 +214,7 @@ func TestPushInFlightWhenItsMessageIsRecalledIsFollowedByARemove(t *testing.T) {
 // recall of a message only an older one showed leaves it alone.
 func TestRecallOfAMessageANewerPushReplacedSendsNoRemove(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.MinInterval = 300 * time.Millisecond })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, func(c *push.Config) { c.MinInterval = 300 * time.Millisecond })
 	old := r.send(conv, 1, "old")
 	r.waitPushes("bob", 1, 3*time.Second)
 	newer := r.send(conv, 1, "newer")
@@ -294,10 +282,7 @@ func TestRemovePushGoesToTheFCMAndAPNsSenderMarkedAsARemoval(t *testing.T) {
 // its remove at once, before that message's push.
 func TestRecallBehindAYoungMessageIsHandledAtOnce(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.start(func(c *push.Config) { c.Delay, c.MinInterval = 2*time.Second, 100*time.Millisecond })
-	conv := r.direct(1, 2)
-	r.subscribe(2, "bob")
+	r, conv := toBob(t, func(c *push.Config) { c.Delay, c.MinInterval = 2*time.Second, 100*time.Millisecond })
 	old := r.send(conv, 1, "oops")
 	r.waitPushes("bob", 1, 5*time.Second)
 	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE state = 'sent'`)
@@ -482,10 +467,7 @@ func TestARemoveOfSeveralRecallsNamesEveryRecalledMessage(t *testing.T) {
 	stop()
 	r.recall(conv, 1, first)
 	r.recall(conv, 1, second)
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := r.pusher()
 	if _, err := r.decide(context.Background(), p, conv); err != nil {
 		t.Fatal(err)
 	}

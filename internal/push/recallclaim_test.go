@@ -23,16 +23,9 @@ func (r *rig) takeOver() (p *push.Pusher, conv, one, two int64) {
 	dev := r.subscribe(2, "bob")
 	conv = r.direct(1, 2)
 	one = r.send(conv, 1, "one")
-	p, err := push.New(r.cfg)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.decideAll(p, []int64{conv}, 1)
-	first := r.claims(p, 10, time.Minute)
-	if len(first) != 1 {
-		r.t.Fatalf("claimed %d pushes, want bob's", len(first))
-	}
-	if err := push.WriteResult(context.Background(), p, first[0], "retry", dev); err != nil {
+	p = r.pusher()
+	first := r.claimBobs(p, conv, time.Minute)
+	if err := push.WriteResult(context.Background(), p, first, "retry", dev); err != nil {
 		r.t.Fatal(err)
 	}
 	two = r.send(conv, 1, "two")
@@ -141,10 +134,7 @@ func TestARecallOfAMessageAcknowledgedBeforeItsPushTakesNothingOutOfIt(t *testin
 	conv := r.direct(1, 2)
 	one := r.send(conv, 1, "one")
 	r.send(conv, 1, "two")
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := r.pusher()
 	r.decideAll(p, []int64{conv}, 1)
 	r.ack(conv, 2, one)
 	cs := r.claims(p, 10, time.Minute)

@@ -49,10 +49,7 @@ func TestResultsWrittenWhileARecallLocksTheirNotificationsAreNotLost(t *testing.
 			g, other := r.group(1, 2, 3, 4), r.direct(1, 5)
 			seq := r.send(g, 1, "oops, wrong group")
 			r.send(other, 1, "hi")
-			p, err := push.New(r.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := r.pusher()
 			r.decideAll(p, []int64{g, other}, 4)
 			cs := r.claims(p, 10, time.Minute)
 			if len(cs) != 4 {

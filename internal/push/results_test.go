@@ -32,17 +32,10 @@ func TestALateResultOfAnEarlierAttemptLeavesTheNewerClaimAlone(t *testing.T) {
 	dev := r.subscribe(2, "bob")
 	conv := r.direct(1, 2)
 	r.send(conv, 1, "hi bob")
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.decideAll(p, []int64{conv}, 1)
-	first := r.claims(p, 10, time.Second)
-	if len(first) != 1 {
-		t.Fatalf("claimed %d pushes, want bob's", len(first))
-	}
+	p := r.pusher()
+	first := r.claimBobs(p, conv, time.Second)
 	// The first node sends it (its result comes back late).
-	if err := push.MarkStarted(ctx, p, first[0]); err != nil {
+	if err := push.MarkStarted(ctx, p, first); err != nil {
 		t.Fatal(err)
 	}
 	// Its lease ran out and another node claimed it.
@@ -51,7 +44,7 @@ func TestALateResultOfAnEarlierAttemptLeavesTheNewerClaimAlone(t *testing.T) {
 		t.Fatalf("the second node claimed %d pushes, want bob's", len(second))
 	}
 	for _, outcome := range []string{"retry", "shown", "done"} {
-		if err := push.WriteResult(ctx, p, first[0], outcome, dev); err != nil {
+		if err := push.WriteResult(ctx, p, first, outcome, dev); err != nil {
 			t.Fatal(err)
 		}
 		var (
@@ -59,7 +52,7 @@ func TestALateResultOfAnEarlierAttemptLeavesTheNewerClaimAlone(t *testing.T) {
 			state    string
 			leased   bool
 		)
-		err := r.pool.QueryRow(ctx, `SELECT attempts, state, lease_until IS NOT NULL AND lease_until > now() FROM push_job WHERE id = $1`, first[0].ID()).
+		err := r.pool.QueryRow(ctx, `SELECT attempts, state, lease_until IS NOT NULL AND lease_until > now() FROM push_job WHERE id = $1`, first.ID()).
 			Scan(&attempts, &state, &leased)
 		if err != nil {
 			t.Fatalf("after the first attempt's late %q result: bob's push: %v", outcome, err)
@@ -81,10 +74,7 @@ func TestALateResultLeavesAPushALaterClaimHandedBackAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := newRig(t)
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := r.pusher()
 	type situation struct{ back, late string }
 	var cases []situation
 	for _, back := range []string{"release", "uncounted retry"} {
@@ -175,6 +165,29 @@ func (r *rig) decideAll(p *push.Pusher, convs []int64, want int64) {
 		}
 		return r.count(`SELECT count(*) FROM push_job WHERE conversation_id = ANY($1)`, convs) >= want
 	})
+}
+
+// pusher is a node's pusher of r.cfg that the test drives by hand:
+// nothing runs until it calls it.
+func (r *rig) pusher() *push.Pusher {
+	r.t.Helper()
+	p, err := push.New(r.cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return p
+}
+
+// claimBobs decides conv's push, bob's alone, and claims it for lease as
+// a node's claimer does.
+func (r *rig) claimBobs(p *push.Pusher, conv int64, lease time.Duration) push.Claim {
+	r.t.Helper()
+	r.decideAll(p, []int64{conv}, 1)
+	cs := r.claims(p, 10, lease)
+	if len(cs) != 1 {
+		r.t.Fatalf("claimed %d pushes, want bob's", len(cs))
+	}
+	return cs[0]
 }
 
 // claims claims up to n due pushes for lease, in a transaction of its own,
@@ -269,17 +282,10 @@ func TestANotificationAStoppingNodeSentToADeviceIsKeptAsShown(t *testing.T) {
 	owed := r.subscribe(2, "laptop")
 	conv := r.direct(1, 2)
 	seq := r.send(conv, 1, "hi bob")
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.decideAll(p, []int64{conv}, 1)
-	cs := r.claims(p, 10, time.Minute)
-	if len(cs) != 1 {
-		t.Fatalf("claimed %d pushes, want bob's", len(cs))
-	}
+	p := r.pusher()
+	c := r.claimBobs(p, conv, time.Minute)
 	// The phone got it; the laptop's send was cancelled by the stop.
-	if err := push.WriteResult(ctx, p, cs[0], "uncounted retry", owed); err != nil {
+	if err := push.WriteResult(ctx, p, c, "uncounted retry", owed); err != nil {
 		t.Fatal(err)
 	}
 	r.ack(conv, 2, seq)
@@ -307,10 +313,7 @@ func TestAPushAStoppingNodeSentToADeviceHoldsTheMinimumIntervalAfterTwoStops(t *
 	owed := r.subscribe(2, "laptop")
 	conv := r.direct(1, 2)
 	r.send(conv, 1, "hi bob")
-	p, err := push.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := r.pusher()
 	r.decideAll(p, []int64{conv}, 1)
 	for _, back := range []string{"uncounted retry", "release"} {
 		cs := r.claims(p, 10, time.Minute)

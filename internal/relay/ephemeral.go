@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/promreg"
 )
 
 // ephemeralQueue bounds the events of one kind a node holds for Kafka;
@@ -64,9 +65,9 @@ func droppedCounter(kind EphemeralKind) prometheus.Counter {
 	const help = " not published to Kafka for the other nodes: the queue was full (Kafka down or slow) or the write failed"
 	switch kind {
 	case EphemeralPresence:
-		return counter("chat_presence_kafka_dropped_total", "Presence events"+help+".")
+		return promreg.Counter("chat_presence_kafka_dropped_total", "Presence events"+help+".")
 	case EphemeralTyping:
-		return counter("chat_typing_kafka_dropped_total", "Typing indicators"+help+", or the indicator waited for Kafka longer than it is shown.")
+		return promreg.Counter("chat_typing_kafka_dropped_total", "Typing indicators"+help+", or the indicator waited for Kafka longer than it is shown.")
 	}
 	return nil
 }

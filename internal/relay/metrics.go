@@ -28,11 +28,11 @@ type relayMetrics struct {
 
 func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 	m := &relayMetrics{
-		lag: gauge("chat_relay_lag_seconds",
+		lag: promreg.Gauge("chat_relay_lag_seconds",
 			"Age of the oldest unpublished outbox row, as seen by the leading relay (0 on standby nodes)."),
-		pending: gauge("chat_relay_pending_rows",
+		pending: promreg.Gauge("chat_relay_pending_rows",
 			"Outbox rows not yet published to Kafka, as seen by the leading relay (0 on standby nodes); exact up to 10,000, above that the span of their ids."),
-		published: counter("chat_relay_published_total",
+		published: promreg.Counter("chat_relay_published_total",
 			"Outbox rows published to Kafka and acknowledged by all in-sync replicas."),
 		errors: byKind("chat_relay_errors_total",
 			"Relay failures by kind: kafka (write failed, retried), db (query or connection failed), oversize (row too large, dropped), refused (row Kafka refuses for good otherwise: a timestamp out of the topic's range, an invalid record; dropped), decode (row that cannot be encoded, dropped)."),
@@ -41,7 +41,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 			Help:    "Rows per successful Kafka write.",
 			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
 		}),
-		leader: gauge("chat_relay_leader",
+		leader: promreg.Gauge("chat_relay_leader",
 			"1 while this node holds the relay lease and publishes the outbox, else 0."),
 	}
 	exportZeros(m.errors, kindKafka, kindDB, kindOversize, kindRefused, kindDecode)
@@ -56,11 +56,11 @@ type consumerMetrics struct {
 
 func newConsumerMetrics(reg prometheus.Registerer) (*consumerMetrics, error) {
 	m := &consumerMetrics{
-		events: counter("chat_kafka_consumer_events_total",
+		events: promreg.Counter("chat_kafka_consumer_events_total",
 			"Events read from Kafka and handed to the handler."),
 		errors: byKind("chat_kafka_consumer_errors_total",
 			"Consumer failures by kind: kafka (fetch, commit or group error), decode (message skipped)."),
-		lag: gauge("chat_kafka_consumer_lag_events",
+		lag: promreg.Gauge("chat_kafka_consumer_lag_events",
 			"Events in Kafka this node's consumer has not handled yet, as of its latest fetch from each partition."),
 	}
 	exportZeros(m.errors, kindKafka, kindDecode)
@@ -74,25 +74,17 @@ type prunerMetrics struct {
 
 func newPrunerMetrics(reg prometheus.Registerer) (*prunerMetrics, error) {
 	m := &prunerMetrics{
-		pruned: counter("chat_outbox_pruned_total",
+		pruned: promreg.Counter("chat_outbox_pruned_total",
 			"Outbox rows deleted by the pruner because they outlived the retention (no relay configured)."),
-		errors: counter("chat_outbox_pruner_errors_total",
+		errors: promreg.Counter("chat_outbox_pruner_errors_total",
 			"Pruner passes that failed."),
 	}
 	return m, register(reg, m.pruned, m.errors)
 }
 
-func gauge(name, help string) prometheus.Gauge {
-	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-}
-
-func counter(name, help string) prometheus.Counter {
-	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-}
-
 // byKind is an error counter labelled by kind (the kind* constants).
 func byKind(name, help string) *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"kind"})
+	return promreg.CounterVec(name, help, "kind")
 }
 
 // exportZeros creates the kinds' series at 0, so rate() works from the

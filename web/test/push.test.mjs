@@ -65,14 +65,26 @@ function mutedGroup(id) {
 /** Runs the page's serialised notification work. */
 const settle = () => new Promise((r) => setTimeout(r, 20));
 
+/** Group id as mutedGroup makes it, but with no settings (so not muted) and none of it read. */
+const unreadGroup = (id) => ({ ...mutedGroup(id), settings: null, lastReadSeq: 0 });
+
+/**
+ * A session whose events the hidden page notifies of, for the
+ * conversations store holds: send gives it one event, deliver a
+ * message.new of member 2 in conversation 5.
+ */
+function notifying(store, api, session = new EventTarget()) {
+  notifyWhileHidden(session, store, ME, api);
+  const send = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
+  const deliver = (seq, body, createdAt) => send({ type: 'message.new', conversationId: 5, seq, senderId: 2, body, createdAt });
+  return { session, send, deliver };
+}
+
 test('a message that mentions the user in a group they muted still notifies while the page is hidden, as chatd pushes it', async () => {
   const page = hiddenPage();
   try {
     const convs = new Map([[5, mutedGroup(5)]]);
-    const session = new EventTarget();
-    notifyWhileHidden(session, { conv: (id) => convs.get(id) }, ME);
-    const deliver = (seq, body) =>
-      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body } }));
+    const { send, deliver } = notifying({ conv: (id) => convs.get(id) });
     deliver(1, 'lunch at noon');
     deliver(2, 'and @12 brings the cake');
     deliver(3, 'email@1.example'); // not a mention: a letter before the @
@@ -90,7 +102,7 @@ test('a message that mentions the user in a group they muted still notifies whil
     assert.equal(page.shown.length, 1, 'a muted group with mentions off notified');
     // A direct conversation that is muted notifies nothing, mentions or not.
     convs.set(6, { ...mutedGroup(6), type: 'DIRECT', peerId: () => 2 });
-    session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 6, seq: 1, senderId: 2, body: '@1 hi' } }));
+    send({ type: 'message.new', conversationId: 6, seq: 1, senderId: 2, body: '@1 hi' });
     await settle();
     assert.equal(page.shown.length, 1, 'a muted direct conversation notified a mention');
   } finally {
@@ -101,10 +113,7 @@ test('a message that mentions the user in a group they muted still notifies whil
 test('a mention after a character outside ASCII notifies as chatd pushes it, whatever the locale of its database', async () => {
   const page = hiddenPage();
   try {
-    const session = new EventTarget();
-    notifyWhileHidden(session, { conv: () => mutedGroup(5) }, ME);
-    const deliver = (seq, body) =>
-      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body } }));
+    const { deliver } = notifying({ conv: () => mutedGroup(5) });
     // A mention is "@<user id>" after anything but an ASCII letter, digit
     // or underscore, and before anything but a digit (docs/http.md).
     deliver(1, 'café@1 tonight?');
@@ -129,10 +138,8 @@ test('a message of someone the user blocked does not notify while the page is hi
         return { blocked: [{ userId: 3, createdAt: '2026-01-01T00:00:00Z' }] };
       },
     };
-    const session = new EventTarget();
-    notifyWhileHidden(session, { conv: () => group }, ME, api);
-    const deliver = (seq, senderId, body) =>
-      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId, body } }));
+    const { send } = notifying({ conv: () => group }, api);
+    const deliver = (seq, senderId, body) => send({ type: 'message.new', conversationId: 5, seq, senderId, body });
     deliver(1, 3, 'you will regret it');
     deliver(2, 2, 'lunch at noon');
     deliver(3, 3, 'answer me');
@@ -201,11 +208,8 @@ test('notifications turned on while the user signs out (the permission prompt st
 test('messages replayed after a reconnect notify only when they are new: not hours-old ones caught up (chatd pushed those), nor one the page had or the user read', async () => {
   const page = hiddenPage();
   try {
-    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
-    const session = new EventTarget();
-    notifyWhileHidden(session, { conv: () => group }, ME);
-    const deliver = (seq, body, createdAt) =>
-      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body, createdAt } }));
+    const group = unreadGroup(5);
+    const { deliver } = notifying({ conv: () => group });
     const ago = (ms) => new Date(Date.now() - ms).toISOString();
     deliver(1, 'live', ago(200));
     await settle();
@@ -253,13 +257,10 @@ test('a message a push showed while the page\'s connection was down, replayed wh
 test('a page whose clock is minutes off chatd\'s still notifies live messages, and not hours-old ones', async () => {
   const page = hiddenPage();
   try {
-    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
-    const session = new EventTarget();
+    const group = unreadGroup(5);
     const skew = 5 * 60e3; // this computer's clock is five minutes ahead
     const api = { serverNow: () => Date.now() - skew, blocks: async () => ({ blocked: [] }) };
-    notifyWhileHidden(session, { conv: () => group }, ME, api);
-    const deliver = (seq, body, createdAt) =>
-      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body, createdAt } }));
+    const { deliver } = notifying({ conv: () => group }, api);
     deliver(1, 'hours ago', new Date(Date.now() - skew - 3 * 3600e3).toISOString());
     deliver(2, 'live', new Date(Date.now() - skew).toISOString());
     await settle();
@@ -272,10 +273,8 @@ test('a page whose clock is minutes off chatd\'s still notifies live messages, a
 test('a notification showing a photo\'s caption drops it when the caption is cleared; an edit whose body is hidden from us leaves it', async () => {
   const page = hiddenPage();
   try {
-    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
-    const session = new EventTarget();
-    notifyWhileHidden(session, { conv: () => group }, ME);
-    const send = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
+    const group = unreadGroup(5);
+    const { send } = notifying({ conv: () => group });
     send({ type: 'message.new', conversationId: 5, seq: 3, senderId: 2, body: 'the view', msgType: 'image', createdAt: new Date().toISOString() });
     await settle();
     // An edit of a message from before our join: its new text is not
@@ -295,10 +294,8 @@ test('a notification showing a photo\'s caption drops it when the caption is cle
 test('a notification the hidden page showed of a message edited before its event (a replay after a reconnect) keeps that text: the events of the edits before it, and a late update push of one, do not put theirs back', async () => {
   const page = hiddenPage();
   try {
-    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
-    const session = new EventTarget();
-    notifyWhileHidden(session, { conv: () => group }, ME);
-    const send = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
+    const group = unreadGroup(5);
+    const { send } = notifying({ conv: () => group });
     // Sent, then edited twice within one millisecond (chatd writes
     // microseconds) while the page was away; its session's replay brings
     // the message as it is now, then both edits.
@@ -337,7 +334,7 @@ test('a large group\'s messages (slim: no createdAt) replayed after a long absen
   const page = hiddenPage();
   const realNow = Date.now;
   try {
-    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const group = unreadGroup(5);
     const ago = (ms) => new Date(realNow() - ms).toISOString();
     // What history answers: the conversation's messages with their times.
     const history = [
@@ -357,10 +354,8 @@ test('a large group\'s messages (slim: no createdAt) replayed after a long absen
         return q.beforeSeq ? found.slice(-q.limit) : found.slice(0, q.limit);
       },
     };
-    const session = new EventTarget();
-    notifyWhileHidden(session, { conv: () => group }, ME, api);
-    const slim = (seq, senderId = 2) =>
-      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId } }));
+    const { session, send } = notifying({ conv: () => group }, api);
+    const slim = (seq, senderId = 2) => send({ type: 'message.new', conversationId: 5, seq, senderId });
     // The laptop wakes after hours: the session comes back and replays
     // what the large group said meanwhile (chatd pushed it then).
     session.dispatchEvent(new CustomEvent('status', { detail: 'online' }));
@@ -388,7 +383,7 @@ test('a large group\'s backlog replayed slowly, long after the connection came b
   const page = hiddenPage();
   const realNow = Date.now;
   try {
-    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const group = unreadGroup(5);
     const ago = (ms) => new Date(realNow() - ms).toISOString();
     const history = Array.from({ length: 400 }, (_, i) => ({ seq: i + 1, kind: 'message', senderId: 2, createdAt: ago((401 - i) * 60e3) }));
     const asked = [];
@@ -401,15 +396,12 @@ test('a large group\'s backlog replayed slowly, long after the connection came b
         return q.beforeSeq ? found.slice(-q.limit) : found.slice(0, q.limit);
       },
     };
-    const session = new EventTarget();
-    notifyWhileHidden(session, { conv: () => group }, ME, api);
+    const { session, send } = notifying({ conv: () => group }, api);
     session.dispatchEvent(new CustomEvent('status', { detail: 'online' }));
     session.dispatchEvent(new CustomEvent('connected', { detail: { first: true, sessionPresent: true } }));
     // A day's backlog on a slow network: still coming a minute later.
     Date.now = () => realNow() + 60e3;
-    for (let seq = 1; seq <= 400; seq++) {
-      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2 } }));
-    }
+    for (let seq = 1; seq <= 400; seq++) send({ type: 'message.new', conversationId: 5, seq, senderId: 2 });
     await settle();
     assert.deepEqual(page.shown.map((n) => n.data.seq), [], 'a large group\'s replayed backlog notified');
     assert.equal(asked.length, 2, `history was not asked a page for many messages: ${JSON.stringify(asked)}`);
@@ -422,15 +414,11 @@ test('a large group\'s backlog replayed slowly, long after the connection came b
 test('messages caught up after a reconnect, which notify nothing, do not make the hidden page ask whom the user blocked', async () => {
   const page = hiddenPage();
   try {
-    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const group = unreadGroup(5);
     let asked = 0;
     const api = { serverNow: () => Date.now(), blocks: async () => (asked++, { blocked: [] }) };
-    const session = new EventTarget();
-    notifyWhileHidden(session, { conv: () => group }, ME, api);
-    for (let seq = 1; seq <= 3; seq++) {
-      const createdAt = new Date(Date.now() - (4 - seq) * 3600e3).toISOString();
-      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body: `m${seq}`, createdAt } }));
-    }
+    const { deliver } = notifying({ conv: () => group }, api);
+    for (let seq = 1; seq <= 3; seq++) deliver(seq, `m${seq}`, new Date(Date.now() - (4 - seq) * 3600e3).toISOString());
     await settle();
     assert.equal(page.shown.length, 0);
     assert.equal(asked, 0, 'the blocks were asked for messages that notify nothing');
@@ -442,15 +430,12 @@ test('messages caught up after a reconnect, which notify nothing, do not make th
 test('a message read on another device, or seen on the page shown again, while the page asks whom the user blocked does not notify', async () => {
   const page = hiddenPage();
   try {
-    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const group = unreadGroup(5);
     // A page whose request for the blocks is answered when the test says.
     const hidden = () => {
       let answer;
       const api = { blocks: () => new Promise((r) => (answer = () => r({ blocked: [] }))) };
-      const session = new EventTarget();
-      notifyWhileHidden(session, { conv: () => group }, ME, api);
-      const deliver = (seq, body) =>
-        session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body } }));
+      const { deliver } = notifying({ conv: () => group }, api);
       return { deliver, answer: () => answer() };
     };
     const a = hidden();
@@ -475,12 +460,10 @@ test('a message read on another device, or seen on the page shown again, while t
 test('a notification the hidden page showed goes when the user reads its message, here or on another device; not for a read short of it, nor for another member\'s', async () => {
   const page = hiddenPage();
   try {
-    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
-    const session = new EventTarget();
-    notifyWhileHidden(session, { conv: () => group }, ME);
-    const dispatch = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
-    const read = (userId, seq) => dispatch({ type: 'read.updated', conversationId: 5, userId, seq, lastSeq: 3 });
-    dispatch({ type: 'message.new', conversationId: 5, seq: 3, senderId: 2, body: 'see you at 8' });
+    const group = unreadGroup(5);
+    const { send } = notifying({ conv: () => group });
+    const read = (userId, seq) => send({ type: 'read.updated', conversationId: 5, userId, seq, lastSeq: 3 });
+    send({ type: 'message.new', conversationId: 5, seq: 3, senderId: 2, body: 'see you at 8' });
     await settle();
     assert.equal((await page.onScreen()).length, 1);
     read(2, 3); // another member read it
@@ -499,13 +482,11 @@ test('a recall of one of the messages a notification the hidden page showed stan
   const page = hiddenPage();
   try {
     // Unread: 2 and 3; the user read 1.
-    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 1, unread: 2 };
-    const session = new EventTarget();
-    notifyWhileHidden(session, { conv: () => group }, ME);
-    const dispatch = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
-    const recall = (seq, targetSeq) => dispatch({ type: 'message.recalled', conversationId: 5, seq, targetSeq, actorId: 2 });
+    const group = { ...unreadGroup(5), lastReadSeq: 1, unread: 2 };
+    const { send } = notifying({ conv: () => group });
+    const recall = (seq, targetSeq) => send({ type: 'message.recalled', conversationId: 5, seq, targetSeq, actorId: 2 });
     const onScreen = async () => (await page.onScreen()).map((n) => [n.title, n.body, Boolean(n.silent)]);
-    dispatch({ type: 'message.new', conversationId: 5, seq: 3, senderId: 2, body: 'my pin is 4711' });
+    send({ type: 'message.new', conversationId: 5, seq: 3, senderId: 2, body: 'my pin is 4711' });
     await settle();
     assert.deepEqual(await onScreen(), [['Team', 'my pin is 4711', false]]);
     recall(4, 1); // read before the notification: not one of its messages
@@ -537,17 +518,16 @@ test('the notifications the hidden page showed go when the user is removed from 
     state.setInbox([5, 6, 7, 8].map(entry));
     const session = new EventTarget();
     const sync = new Sync(state, api, session);
-    notifyWhileHidden(session, state, ME);
+    const { send } = notifying(state, undefined, session);
     session.addEventListener('event', (e) => sync.onEvent(e.detail));
-    const dispatch = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
-    for (const cid of [5, 6, 7, 8]) dispatch({ type: 'message.new', conversationId: cid, seq: 1, senderId: 2, body: `hi ${cid}`, createdAt: new Date().toISOString() });
+    for (const cid of [5, 6, 7, 8]) send({ type: 'message.new', conversationId: cid, seq: 1, senderId: 2, body: `hi ${cid}`, createdAt: new Date().toISOString() });
     await settle();
     assert.equal((await page.onScreen()).length, 4);
-    dispatch({ type: 'member.removed', conversationId: 5, userId: 3, actorId: 2, seq: 1 }); // another member
+    send({ type: 'member.removed', conversationId: 5, userId: 3, actorId: 2, seq: 1 }); // another member
     await settle();
     assert.equal((await page.onScreen()).length, 4, 'another member\'s removal closed a notification');
-    dispatch({ type: 'member.removed', conversationId: 5, userId: ME, actorId: 2, seq: 1 }); // removed by the owner
-    dispatch({ type: 'member.removed', conversationId: 6, userId: ME, actorId: ME, seq: 1 }); // left on their phone
+    send({ type: 'member.removed', conversationId: 5, userId: ME, actorId: 2, seq: 1 }); // removed by the owner
+    send({ type: 'member.removed', conversationId: 6, userId: ME, actorId: ME, seq: 1 }); // left on their phone
     await sync.refreshInbox();
     await settle();
     assert.deepEqual((await page.onScreen()).map((n) => n.body), ['hi 8'], 'a notification of a conversation no longer the user\'s stays on screen');
@@ -563,18 +543,17 @@ test('a message the leave still owed, coming after the user\'s member.removed, d
     state.setInbox([{ id: 5, type: 'GROUP', title: 'Group 5', lastSeq: 1, lastReadSeq: 1, unread: 0 }]);
     const session = new EventTarget();
     const sync = new Sync(state, { conversation: async () => ({}) }, session);
-    notifyWhileHidden(session, state, ME);
+    const { send } = notifying(state, undefined, session);
     session.addEventListener('event', (e) => sync.onEvent(e.detail));
-    const dispatch = (detail) => session.dispatchEvent(new CustomEvent('event', { detail }));
     // Seq 2 was written before the removal; chatd sends member.removed
     // first, then what had not reached the connection (docs/protocol.md).
-    dispatch({ type: 'member.removed', conversationId: 5, userId: ME, actorId: 2, seq: 2 });
-    dispatch({ type: 'message.new', conversationId: 5, seq: 2, senderId: 2, body: 'owed', createdAt: new Date().toISOString() });
+    send({ type: 'member.removed', conversationId: 5, userId: ME, actorId: 2, seq: 2 });
+    send({ type: 'message.new', conversationId: 5, seq: 2, senderId: 2, body: 'owed', createdAt: new Date().toISOString() });
     await settle();
     assert.deepEqual((await page.onScreen()).map((n) => n.body), [], 'a conversation no longer the user\'s notifies');
     // Added back (its member.added lost, or not yet applied): what comes
     // after the removal's seq notifies.
-    dispatch({ type: 'message.new', conversationId: 5, seq: 4, senderId: 2, body: 'back', createdAt: new Date().toISOString() });
+    send({ type: 'message.new', conversationId: 5, seq: 4, senderId: 2, body: 'back', createdAt: new Date().toISOString() });
     await settle();
     assert.deepEqual((await page.onScreen()).map((n) => n.body), ['back']);
   } finally {

@@ -1032,18 +1032,28 @@ test("the user's own re-add heard only as its system entry (member.removed and m
   assert.equal(state.conv(8).unread, 0, 'the seqs written while the user was not a member count as unread messages');
 });
 
+/**
+ * A page open on conversation 7 (msgs: seqs 1 to 3), online, whose send of
+ * 'slow' chatd has not answered: shown "Not sent". c is the conversation,
+ * id the send's clientMsgId.
+ */
+async function unansweredSend(t, storage = memoryStorage()) {
+  const msgs = [msg(1), msg(2), msg(3)];
+  const { s, state, sync } = await page(t, storage, msgs);
+  await sync.open(7);
+  state.setConnection('online');
+  const id = sync.send(7, 'slow');
+  const c = state.conv(7);
+  await until(() => c.pending.get(id)?.status === 'failed', 'the send failing after no answer');
+  return { msgs, s, sync, id, c };
+}
+
 /** Message seq of ours, as the server committed send clientMsgId (body) of conversation 7. */
 const ours = (seq, clientMsgId, body) => ({ ...msg(seq, ME), clientMsgId, body });
 
 for (const how of ['its message.new comes live', 'a catch-up brings it', 'its PUBACK comes late']) {
   test(`a send shown "Not sent" after no answer that chatd commits later becomes the sent message, once, without Retry (${how})`, async (t) => {
-    const msgs = [msg(1), msg(2), msg(3)];
-    const { s, state, sync } = await page(t, memoryStorage(), msgs);
-    await sync.open(7);
-    state.setConnection('online');
-    const id = sync.send(7, 'slow');
-    const c = state.conv(7);
-    await until(() => c.pending.get(id)?.status === 'failed', 'the send failing after no answer');
+    const { msgs, s, sync, id, c } = await unansweredSend(t);
     msgs.push(ours(4, id, 'slow'));
     if (how.startsWith('its message.new')) sync.onEvent({ type: 'message.new', ...ours(4, id, 'slow') });
     else if (how.startsWith('a catch-up')) {
@@ -1059,14 +1069,8 @@ for (const how of ['its message.new comes live', 'a catch-up brings it', 'its PU
 }
 
 test('a Retry pressed on a send chatd commits late sends it again with its clientMsgId only: both answers and the event show one message', async (t) => {
-  const msgs = [msg(1), msg(2), msg(3)];
   const storage = memoryStorage();
-  const { s, state, sync } = await page(t, storage, msgs);
-  await sync.open(7);
-  state.setConnection('online');
-  const id = sync.send(7, 'slow');
-  const c = state.conv(7);
-  await until(() => c.pending.get(id)?.status === 'failed', 'the send failing after no answer');
+  const { msgs, s, sync, id, c } = await unansweredSend(t, storage);
   sync.retry(7, id);
   assert.deepEqual(s.sent.map((x) => x.clientMsgId), [id, id], 'the Retry did not resend with the same clientMsgId');
   msgs.push(ours(4, id, 'slow'));
@@ -1083,13 +1087,7 @@ test('a Retry pressed on a send chatd commits late sends it again with its clien
 });
 
 test('a send shown "Not sent" after no answer that chatd then refuses for now (0x80: the database timed out) shows "Sending…" while the page sends it again by itself', async (t) => {
-  const msgs = [msg(1), msg(2), msg(3)];
-  const { s, state, sync } = await page(t, memoryStorage(), msgs);
-  await sync.open(7);
-  state.setConnection('online');
-  const id = sync.send(7, 'slow');
-  const c = state.conv(7);
-  await until(() => c.pending.get(id)?.status === 'failed', 'the send failing after no answer');
+  const { s, sync, id, c } = await unansweredSend(t);
   sync.sendTimeoutMs = 10000; // the resend is answered below, before its own answer timer
   s.refuse(id, new SendError('database unavailable', 0x80));
   await settle();

@@ -40,6 +40,22 @@ function ticketApi(onTicket, onGet) {
   };
 }
 
+/**
+ * An Uploader of api, and the first try of its upload of a.txt to
+ * conversation 7, which must fail as failed says (a network error unless
+ * told). The uploader, file and the try's handle are the Retry's.
+ */
+async function failedFirstTry(api, failed = (e) => e.code === 'network') {
+  const up = new Uploader(api);
+  const file = { name: 'a.txt', type: 'text/plain', size: 3 };
+  const handle = {};
+  await assert.rejects(up.upload(7, file, () => {}, handle), failed);
+  return { up, file, handle };
+}
+
+/** The handle the tray's Retry gives an upload: the ticket and key its try before left. */
+const retryHandle = (handle) => ({ ticket: handle.ticket, ticketKey: handle.ticketKey });
+
 /** A stand-in XMLHttpRequest whose every PUT completes upload id. */
 function completingXHR(id) {
   return class {
@@ -304,10 +320,7 @@ test('an upload retried after its PUT was cut off PUTs to the same ticket, askin
     (id) => ({ uploadId: id, state: 'pending' }),
   );
   try {
-    const up = new Uploader(api);
-    const file = { name: 'a.txt', type: 'text/plain', size: 3 };
-    let handle = {};
-    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'network');
+    let { up, file, handle } = await failedFirstTry(api);
     // What the tray's Retry does.
     fail = false;
     handle = { ticket: handle.ticket };
@@ -346,13 +359,10 @@ test('a ticket request asked again after it failed carries the same Idempotency-
     (id) => ({ uploadId: id, state: 'pending' }),
   );
   try {
-    const up = new Uploader(api);
-    const file = { name: 'a.txt', type: 'text/plain', size: 3 };
-    let handle = {};
-    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'network');
+    let { up, file, handle } = await failedFirstTry(api);
     // What the tray's Retry does.
     lose = false;
-    handle = { ticket: handle.ticket, ticketKey: handle.ticketKey };
+    handle = retryHandle(handle);
     assert.equal((await up.upload(7, file, () => {}, handle)).id, 'u1');
     assert.equal(keys.length, 2);
     assert.match(keys[0], /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'the ticket request carries no key');
@@ -386,14 +396,11 @@ test('a ticket request refused 410 gone (its key spent) is retried with a new Id
     return 'u2';
   });
   try {
-    const up = new Uploader(api);
-    const file = { name: 'a.txt', type: 'text/plain', size: 3 };
-    let handle = {};
-    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'network');
-    handle = { ticket: handle.ticket, ticketKey: handle.ticketKey };
+    let { up, file, handle } = await failedFirstTry(api);
+    handle = retryHandle(handle);
     await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'gone');
     // The tray's Retry after the 410.
-    handle = { ticket: handle.ticket, ticketKey: handle.ticketKey };
+    handle = retryHandle(handle);
     assert.equal((await up.upload(7, file, () => {}, handle)).id, 'u2', 'the spent key was sent again: 410 for ever');
     assert.equal(keys[1], keys[0]);
     assert.notEqual(keys[2], keys[0]);
@@ -446,12 +453,9 @@ test('an upload whose PUT got through, its answer lost, and whose Retry is answe
     (id) => (gets.push(id), { uploadId: id, state: 'complete', attachment }),
   );
   try {
-    const up = new Uploader(api);
-    const file = { name: 'a.txt', type: 'text/plain', size: 3 };
-    let handle = {};
-    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'network');
+    let { up, file, handle } = await failedFirstTry(api);
     // The tray's Retry, its ticket's URL expired on chatd meanwhile.
-    handle = { ticket: handle.ticket, ticketKey: handle.ticketKey };
+    handle = retryHandle(handle);
     let progress = 0;
     const a = await up.upload(7, file, (sent, total) => (progress = sent / total), handle);
     assert.deepEqual(a, attachment, 'the retry did not end on the upload chatd holds');
@@ -495,12 +499,9 @@ test('an upload answered 410 whose bytes never arrived (still pending) fails say
     (id) => ({ uploadId: id, state: 'pending' }),
   );
   try {
-    const up = new Uploader(api);
-    const file = { name: 'a.txt', type: 'text/plain', size: 3 };
-    let handle = {};
-    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'gone' && /link expired/.test(e.message) && /Retry/.test(e.message));
+    let { up, file, handle } = await failedFirstTry(api, (e) => e.code === 'gone' && /link expired/.test(e.message) && /Retry/.test(e.message));
     assert.equal(handle.ticket, null, 'the expired ticket was kept for the retry');
-    handle = { ticket: handle.ticket, ticketKey: handle.ticketKey };
+    handle = retryHandle(handle);
     assert.equal((await up.upload(7, file, () => {}, handle)).id, 'u2');
     assert.equal(tickets.length, 2);
     assert.deepEqual(opened, ['/v1/uploads/u1', '/v1/uploads/u2']);
@@ -524,11 +525,8 @@ for (const [what, upload, says] of [
       (id) => ({ uploadId: id, ...upload }),
     );
     try {
-      const up = new Uploader(api);
-      const file = { name: 'a.txt', type: 'text/plain', size: 3 };
-      let handle = {};
-      await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'network');
-      handle = { ticket: handle.ticket, ticketKey: handle.ticketKey };
+      let { up, file, handle } = await failedFirstTry(api);
+      handle = retryHandle(handle);
       await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'gone' && says.test(e.message));
       assert.equal(tickets.length, 1, 'the file was uploaded again');
       assert.equal(opened.length, 2);
