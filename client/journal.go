@@ -11,6 +11,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // PendingSend is a change (a message, or an edit, recall or reaction of
@@ -110,6 +112,7 @@ func (j *journal) load() error {
 			// to the caller as queued; skip it.
 			continue
 		}
+		l.ClientMsgID = journaledID(l.ClientMsgID)
 		switch l.Op {
 		case "send":
 			if _, ok := j.pending[l.ClientMsgID]; !ok {
@@ -126,6 +129,19 @@ func (j *journal) load() error {
 		return fmt.Errorf("read send journal: %w", err)
 	}
 	return nil
+}
+
+// journaledID is id as Commit keeps it: a UUID lower case, as chatd
+// keeps it. A journal written before Commit did so holds the id as its
+// caller gave it; kept upper case, its send, resumed after the restart,
+// would not be found in history (where chatd's lower-case id is) when
+// its PUBACKs lack their seq, and would hold up the conversation's later
+// sends for ever, and a SendWithID of the same id would not join it.
+func journaledID(id string) string {
+	if u, err := uuid.Parse(id); err == nil && len(id) == 36 {
+		return u.String()
+	}
+	return id
 }
 
 // compact rewrites the file with the outstanding sends only and reopens it

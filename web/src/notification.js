@@ -20,19 +20,51 @@ export function present(title, count, preview) {
 /**
  * Whether registration reg shows, under tag, user userId's notification
  * (one naming no user counts as theirs) of message seq or of a newer one
- * of the conversation. A push the push service delivered late or twice
- * (it keeps no order, and retries), or a message the page gets again
- * after a push showed it while the page's connection was down (the
- * reconnect's replay, still news by the page's clock), is then not shown:
- * it would alert a second time for what the user was told already, or
- * put an older message in place of a newer one.
+ * of the conversation, or showed one (noteShown, in caches: the Cache
+ * Storage; absent, only what is on screen counts). A push the push
+ * service delivered late or twice (it keeps no order, and retries), or a
+ * message the page gets again after a push showed it while the page's
+ * connection was down (the reconnect's replay, still news by the page's
+ * clock), is then not shown: it would alert a second time for what the
+ * user was told already, or put an older message in place of a newer
+ * one. What was shown counts after its notification went too: a recall
+ * closed it (shown again, it would show the recalled message) or the
+ * user dismissed it.
  */
-export async function shownAlready(reg, tag, userId, seq) {
+export async function shownAlready(reg, tag, userId, seq, caches) {
   for (const x of await reg.getNotifications({ tag })) {
     const d = x.data || {};
     if ((d.userId === undefined || userId === undefined || d.userId === userId) && Number.isInteger(d.seq) && d.seq >= seq) return true;
   }
-  return false;
+  return userId !== undefined && (await lastShown(caches, userId, tag)) >= seq;
+}
+
+// The newest message seq a notification was shown for, per user and tag,
+// in the Cache Storage the page and the service worker share: what is on
+// screen forgets a notification once it is closed. Read and written under
+// the notifications' Web Lock (src/sw.js, src/push.js), so the newest is
+// kept.
+const SHOWN_CACHE = 'chatd-shown';
+const shownKey = (userId, tag) => `/chatd-shown/${encodeURIComponent(userId)}/${encodeURIComponent(tag)}`;
+
+async function lastShown(caches, userId, tag) {
+  try {
+    const r = caches && (await (await caches.open(SHOWN_CACHE)).match(shownKey(userId, tag)));
+    const seq = r ? Number(await r.text()) : 0;
+    return Number.isInteger(seq) ? seq : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Records in caches that user userId was shown message seq under tag (shownAlready). */
+export async function noteShown(caches, tag, userId, seq) {
+  if (!caches || userId === undefined || !Number.isInteger(seq) || seq <= (await lastShown(caches, userId, tag))) return;
+  try {
+    await (await caches.open(SHOWN_CACHE)).put(shownKey(userId, tag), new Response(String(seq)));
+  } catch {
+    // Not recorded: a push delivered again after the notification went may alert again.
+  }
 }
 
 /**

@@ -8,7 +8,7 @@
 
 import { h, icon } from './views/dom.js';
 import { conversationTitle } from './views/format.js';
-import { countTitle, removeMessages, replaceText, shownAlready } from './notification.js';
+import { countTitle, noteShown, removeMessages, replaceText, shownAlready } from './notification.js';
 
 const deviceKey = (uid) => `chatd.pushDevice.${uid}`;
 
@@ -371,7 +371,7 @@ export function notifyWhileHidden(session, state, uid, api) {
     if (!reg || stale()) return;
     // A push showed it (or a newer one) while this page's connection was
     // down, or this page before a reload did: the user was alerted.
-    if (await shownAlready(reg, `conv-${ev.conversationId}`, uid, ev.seq)) return;
+    if (await shownAlready(reg, `conv-${ev.conversationId}`, uid, ev.seq, globalThis.caches)) return;
     const unread = Math.max(c ? c.unread : 1, 1);
     const text = typeof ev.body === 'string' && ev.body !== '';
     const title = c ? conversationTitle(c) : countTitle(unread);
@@ -401,6 +401,7 @@ export function notifyWhileHidden(session, state, uid, api) {
         url: `/#/c/${ev.conversationId}`,
       },
     });
+    await noteShown(globalThis.caches, `conv-${ev.conversationId}`, uid, ev.seq);
   }
 }
 

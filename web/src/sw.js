@@ -15,7 +15,7 @@
 // edited text): push services may deliver two updates out of order.
 // Built into static/sw.js by build.sh.
 
-import { present, removeMessages, replaceText, shownAlready } from './notification.js';
+import { noteShown, present, removeMessages, replaceText, shownAlready } from './notification.js';
 
 self.addEventListener('install', () => self.skipWaiting());
 self.addEventListener('activate', (event) => event.waitUntil(self.clients.claim()));
@@ -97,7 +97,7 @@ self.addEventListener('push', (event) => {
       const wins = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
       if (wins.some((c) => c.visibilityState === 'visible' && c.focused)) return; // the page shows it
       // Shown already, or a newer one is: its badge is as old.
-      if (await shownAlready(self.registration, tag, n.userId, n.seq)) return;
+      if (await shownAlready(self.registration, tag, n.userId, n.seq, self.caches)) return;
       const count = n.count > 1 ? n.count : 1;
       const shown = present(n.title, count, n.body);
       await self.registration.showNotification(shown.title, {
@@ -122,6 +122,7 @@ self.addEventListener('push', (event) => {
           url: `/#/c/${n.conversationId}`,
         },
       });
+      await noteShown(self.caches, tag, n.userId, n.seq);
       if (self.navigator.setAppBadge && Number.isInteger(n.badge)) self.navigator.setAppBadge(n.badge).catch(() => {});
     }),
   );

@@ -254,6 +254,46 @@ test('a message a push showed while the page\'s connection was down, replayed wh
   }
 });
 
+test('a message the page alerted for before a reload, whose notification the user dismissed, does not alert again when the reloaded page gets it again; the next one does', async () => {
+  const page = hiddenPage();
+  const entries = new Map();
+  globalThis.caches = {
+    async open(name) {
+      return {
+        async put(k, res) {
+          entries.set(name + k, await res.text());
+        },
+        async match(k) {
+          return entries.has(name + k) ? new Response(entries.get(name + k)) : undefined;
+        },
+      };
+    },
+  };
+  try {
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const deliver = (session, seq, body) =>
+      session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq, senderId: 2, body, createdAt: new Date(Date.now() - 5000).toISOString() } }));
+    const before = new EventTarget();
+    notifyWhileHidden(before, { conv: () => group }, ME);
+    deliver(before, 2, 'seen');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['seen']);
+    for (const n of await page.onScreen()) n.close(); // dismissed
+    // Reloaded: a new page, whose connection's replay brings message 2 again.
+    const after = new EventTarget();
+    notifyWhileHidden(after, { conv: () => group }, ME);
+    deliver(after, 2, 'seen');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['seen'], 'the reloaded page alerted again for what the user dismissed');
+    deliver(after, 3, 'next');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['seen', 'next']);
+  } finally {
+    delete globalThis.caches;
+    page.undo();
+  }
+});
+
 test('a page whose clock is minutes off chatd\'s still notifies live messages, and not hours-old ones', async () => {
   const page = hiddenPage();
   try {

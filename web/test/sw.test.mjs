@@ -244,3 +244,19 @@ test('a message push delivered twice, or after the push of a newer message (push
     await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 6, count: 3, title: 'Ann', body: 'newest' });
     assert.deepEqual(sw.shown.map((n) => [n.body, n.data.seq, n.renotify]), [['newer', 5, true], ['hi', 1, true], ['newest', 6, true]]);
   }));
+
+test('a message push delivered again after its notification went (a recall closed it, or the user dismissed it) neither alerts again nor shows the recalled message', () =>
+  signedIn(7, async (sw) => {
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 1, title: 'Ann', body: 'oops' });
+    await sw.push({ type: 'remove', userId: 7, conversationId: 3, seq: 5, badge: 0 });
+    assert.equal(sw.shown[0].closed, true, 'the remove left the notification');
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 5, count: 1, title: 'Ann', body: 'oops' });
+    assert.deepEqual(sw.shown.map((n) => n.body), ['oops'], 'the push delivered again showed the recalled message');
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 6, count: 1, title: 'Ann', body: 'seen' });
+    sw.shown[1].closed = true; // the user dismissed it
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 6, count: 1, title: 'Ann', body: 'seen' });
+    assert.deepEqual(sw.shown.map((n) => n.body), ['oops', 'seen'], 'the push delivered again alerted for what the user dismissed');
+    // The next message, and another user's of the same conversation, alert.
+    await sw.push({ type: 'message', userId: 7, conversationId: 3, seq: 7, count: 1, title: 'Ann', body: 'next' });
+    assert.deepEqual(sw.shown.map((n) => n.body), ['oops', 'seen', 'next']);
+  }));
