@@ -57,6 +57,19 @@ async function lastShown(caches, userId, tag) {
   }
 }
 
+/**
+ * Forgets in caches what was shown (noteShown), at sign-out: which
+ * conversations notified, and up to which message, is the user's, not
+ * the next one's at this browser to find there.
+ */
+export async function forgetShown(caches) {
+  try {
+    if (caches) await caches.delete(SHOWN_CACHE);
+  } catch {
+    // Kept: it holds conversation ids and seqs, no text.
+  }
+}
+
 /** Records in caches that user userId was shown message seq under tag (shownAlready). */
 export async function noteShown(caches, tag, userId, seq) {
   if (!caches || userId === undefined || !Number.isInteger(seq) || seq <= (await lastShown(caches, userId, tag))) return;

@@ -8,7 +8,7 @@
 
 import { h, icon } from './views/dom.js';
 import { conversationTitle } from './views/format.js';
-import { countTitle, noteShown, removeMessages, replaceText, shownAlready } from './notification.js';
+import { countTitle, forgetShown, noteShown, removeMessages, replaceText, shownAlready } from './notification.js';
 
 const deviceKey = (uid) => `chatd.pushDevice.${uid}`;
 
@@ -143,7 +143,8 @@ export async function rememberSignIn(userId) {
  * Signing out: the notifications shown for the user leave the screen,
  * those this page is still showing too (it waits for them), and the
  * service worker shows none of theirs from then on: next is who is
- * signed in now (null: no one). Told before the notifications are read
+ * signed in now (null: no one). What was shown is forgotten too
+ * (forgetShown). Told before the notifications are read
  * under the lock the worker takes too, so a push it shows after that read
  * is one it knows not to show.
  */
@@ -154,6 +155,7 @@ export async function clearNotifications(next = null) {
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg) return;
     for (const n of await reg.getNotifications()) n.close();
+    await forgetShown(globalThis.caches);
   });
 }
 

@@ -5,7 +5,7 @@
 // localStorage and document. Run: node --test web/test/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { disablePush, enablePush, notifyWhileHidden } from '../src/push.js';
+import { clearNotifications, disablePush, enablePush, notifyWhileHidden } from '../src/push.js';
 import { replaceText } from '../src/notification.js';
 import { ChatState } from '../src/store/state.js';
 import { Sync } from '../src/store/sync.js';
@@ -288,6 +288,42 @@ test('a message the page alerted for before a reload, whose notification the use
     deliver(after, 3, 'next');
     await settle();
     assert.deepEqual(page.shown.map((n) => n.body), ['seen', 'next']);
+  } finally {
+    delete globalThis.caches;
+    page.undo();
+  }
+});
+
+test('signing out forgets which conversations notified and up to which message, as it closes their notifications', async () => {
+  const page = hiddenPage();
+  const entries = new Map();
+  globalThis.caches = {
+    async open(name) {
+      return {
+        async put(k, res) {
+          entries.set(name + k, await res.text());
+        },
+        async match(k) {
+          return entries.has(name + k) ? new Response(entries.get(name + k)) : undefined;
+        },
+      };
+    },
+    async delete(name) {
+      for (const k of [...entries.keys()]) if (k.startsWith(name + '/')) entries.delete(k);
+      return true;
+    },
+  };
+  try {
+    const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
+    const session = new EventTarget();
+    notifyWhileHidden(session, { conv: () => group }, ME);
+    session.dispatchEvent(new CustomEvent('event', { detail: { type: 'message.new', conversationId: 5, seq: 2, senderId: 2, body: 'hi', createdAt: new Date().toISOString() } }));
+    await settle();
+    assert.equal(page.shown.length, 1);
+    assert.ok([...entries.keys()].some((k) => k.startsWith('chatd-shown/')), 'what was shown was not recorded');
+    await clearNotifications(null);
+    assert.deepEqual(await page.onScreen(), [], 'a notification stayed on screen after sign-out');
+    assert.deepEqual([...entries.keys()].filter((k) => k.startsWith('chatd-shown/')), [], 'what was shown outlived the sign-out');
   } finally {
     delete globalThis.caches;
     page.undo();
