@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -11,23 +12,48 @@ import (
 	"github.com/chatd/chatd/client"
 )
 
-// loseNextReply makes c lose its next RPC reply together with its
-// connection, as when the connection ends before chatd's reply: chatd
-// then answers no one (docs/protocol.md "Request/response over MQTT v5").
-func loseNextReply(c *client.Client) { loseNextReplyHolding(c, "") }
+// loseNextReply makes c lose the reply of the test's next request
+// together with its connection, as when the connection ends before
+// chatd's reply: chatd then answers no one (docs/protocol.md
+// "Request/response over MQTT v5"). The client reads by itself too, and
+// those replies come through: every connection's catch-up reads the
+// inbox, and may still be reading it when the test's request goes out
+// (the first connection's, right after connect returns, as well as a
+// reconnection's); a catch-up fills gaps through history. Lost instead,
+// such a reply would end the connection while the test's request, on it
+// too, could still be answered there.
+func loseNextReply(c *client.Client) {
+	loseNextReplyWhere(c, func(payload []byte) bool { return !backgroundRead(payload) })
+}
 
-// loseNextReplyHolding is loseNextReply for the next reply that holds s:
-// the replies of other requests in flight (the catch-up's inbox read
-// after a reconnect) come through.
+// loseNextReplyHolding is loseNextReply for the next reply that holds s.
 func loseNextReplyHolding(c *client.Client, s string) {
+	loseNextReplyWhere(c, func(payload []byte) bool { return bytes.Contains(payload, []byte(s)) })
+}
+
+// loseNextReplyWhere makes c lose the next reply that match holds for,
+// and its connection with it.
+func loseNextReplyWhere(c *client.Client, match func(payload []byte) bool) {
 	var lost atomic.Bool
 	c.DropReplies(func(payload []byte) bool {
-		if !bytes.Contains(payload, []byte(s)) || !lost.CompareAndSwap(false, true) {
+		if !match(payload) || !lost.CompareAndSwap(false, true) {
 			return false
 		}
 		go c.TerminateConnection() // not on paho's reader, which calls this
 		return true
 	})
+}
+
+// backgroundRead reports whether payload is the reply of a read the
+// client makes by itself: an inbox page or a history page.
+func backgroundRead(payload []byte) bool {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(payload, &keys) != nil {
+		return false
+	}
+	_, inbox := keys["conversations"]
+	_, history := keys["messages"]
+	return inbox || history
 }
 
 func TestARequestWhoseConnectionEndedBeforeItsReplyIsAskedAgainOrFailsPromptly(t *testing.T) {
