@@ -30,3 +30,20 @@ func (s *Store) SearchByScan(ctx context.Context, terms []chat.SearchTerm, visib
 // SetWatchCheck makes Watch check its connection after d without a
 // notice, and give it d to answer; before Watch starts.
 func (s *Sessions) SetWatchCheck(d time.Duration) { s.watchCheck = d }
+
+// PresenceEndedSQL is the statement a removal reads whom it stops
+// sharing presence with by ($1 conversation, $2 the removed user, $3
+// CHAT_LARGE_GROUP), and PresenceEndedBySharersSQL the one it ran
+// before, which read every small-conversation sharer of the removed
+// user: tests compare their answers.
+var (
+	PresenceEndedSQL          = presenceEndedSQL
+	PresenceEndedBySharersSQL = `
+SELECT o.user_id, ` + blockedBySQL("o.user_id", "$2") + `, ` + blockedBySQL("$2", "o.user_id") + `
+FROM conversation c
+JOIN conversation_member o ON o.conversation_id = c.id
+WHERE c.id = $1 AND c.member_count < $3
+  AND NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id IN ($2, o.user_id) AND NOT h.presence)
+  AND NOT EXISTS (SELECT 1 FROM (` + smallSharersSQL("shm.user_id = $2", "$3") + `) x WHERE x.sharer = o.user_id)
+ORDER BY o.user_id`
+)

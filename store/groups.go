@@ -246,21 +246,85 @@ func (s *Store) RemoveMember(ctx context.Context, conversationID, actorID, userI
 // with $2: they and $2 no longer see each other's presence. Only those
 // who could (neither hides their presence), with whether $2 blocked them
 // and whether they blocked $2, which hid one's presence from the other
-// already. One statement whatever the group's size.
+// already. One statement whatever the group's size; its reads come after
+// lockSharing's locks.
+//
+// What it reads depends on the members of $1 (the candidates), not on
+// everyone $2 shares a conversation with. k: $2's other small
+// conversations, a row each, the largest first. Those smaller than $1
+// are read whole (each costs less to read than to look every candidate
+// up in). A candidate not among their members is looked up (an index
+// probe) in $2's largest conversation, which for a team whose groups
+// all hold them answers at once; when not, a candidate in at most
+// probeFew conversations (probeFew + 1 index entries tell) has each of
+// their memberships probe $2's (one in a single group with someone in
+// hundreds of groups of strangers); any other is looked up in each of
+// $2's conversations at least as large as $1 until one has them. So at
+// most the members of the smaller ones, and per candidate a probe, a
+// count of at most probeFew + 1 of their memberships, and either two
+// probes for each of those (at most probeFew) or one for each larger
+// conversation of $2's (which has more members than there are
+// candidates), none after the first found. Reading every sharer of $2 and keeping
+// the candidates among none of them reads each of $2's conversations
+// whole instead (12,000 rows for a member of a team of 200 in 60
+// groups), and probing each candidate's memberships reads all of them
+// for candidates in many conversations who share none with $2 (60
+// direct conversations each: 12,000 lookups): the planner picked one or
+// the other from the statistics. docs/benchmarks.md, "Presence on a
+// removal". The OFFSET 0s keep each probe a nested index lookup that
+// stops at the first row, whatever the estimates.
 var presenceEndedSQL = `
+WITH k AS MATERIALIZED (
+	SELECT km.id, km.n, km.n >= (SELECT c.member_count FROM conversation c WHERE c.id = $1) AS probe
+	FROM (SELECT km.conversation_id AS id, (SELECT kc.member_count FROM conversation kc WHERE kc.id = km.conversation_id) AS n
+	      FROM conversation_member km WHERE km.user_id = $2 OFFSET 0) km
+	WHERE km.n <= $3
+	ORDER BY km.n DESC, km.id
+)
 SELECT o.user_id, ` + blockedBySQL("o.user_id", "$2") + `, ` + blockedBySQL("$2", "o.user_id") + `
 FROM conversation c
 JOIN conversation_member o ON o.conversation_id = c.id
 WHERE c.id = $1 AND c.member_count < $3
   AND NOT EXISTS (SELECT 1 FROM user_settings h WHERE h.user_id IN ($2, o.user_id) AND NOT h.presence)
-  AND NOT EXISTS (SELECT 1 FROM (` + smallSharersSQL("shm.user_id = $2", "$3") + `) x WHERE x.sharer = o.user_id)
+  AND o.user_id NOT IN (
+	SELECT s.user_id FROM k
+	CROSS JOIN LATERAL (SELECT s.user_id FROM conversation_member s WHERE s.conversation_id = k.id OFFSET 0) s
+	WHERE NOT k.probe)
+  AND NOT CASE
+	WHEN NOT EXISTS (SELECT 1 FROM k WHERE k.probe) THEN false
+	WHEN EXISTS (SELECT 1 FROM conversation_member f WHERE f.conversation_id = (SELECT k.id FROM k WHERE k.probe ORDER BY k.n DESC, k.id LIMIT 1) AND f.user_id = o.user_id) THEN true
+	WHEN (SELECT count(*) FROM (SELECT FROM conversation_member d WHERE d.user_id = o.user_id LIMIT ` + probeFew + ` + 1) d) <= ` + probeFew + `
+	THEN EXISTS (
+		SELECT 1 FROM conversation_member p
+		CROSS JOIN LATERAL (SELECT 1 FROM conversation_member r WHERE r.conversation_id = p.conversation_id AND r.user_id = $2 OFFSET 0) r
+		CROSS JOIN LATERAL (SELECT 1 FROM conversation pc WHERE pc.id = p.conversation_id AND pc.member_count <= $3 OFFSET 0) pc
+		WHERE p.user_id = o.user_id OFFSET 0)
+	ELSE EXISTS (
+		SELECT 1 FROM k
+		CROSS JOIN LATERAL (SELECT 1 FROM conversation_member p WHERE p.conversation_id = k.id AND p.user_id = o.user_id OFFSET 0) p
+		WHERE k.probe OFFSET 0)
+	END
 ORDER BY o.user_id`
+
+// probeFew is the most conversations a candidate of presenceEndedSQL may
+// be in for their own memberships to be probed rather than $2's larger
+// conversations.
+const probeFew = "4"
 
 // presenceEnded reads, after userID's member row of conversationID was
 // deleted, whom the removal stops sharing presence with (presenceEndedSQL):
 // hiddenFrom, who may no longer see userID's presence; hidden, whose
 // presence userID may no longer see.
 func presenceEnded(ctx context.Context, tx pgx.Tx, conversationID, userID int64, largeGroup int) (hiddenFrom, hidden []int64, err error) {
+	// Without JIT for the rest of the transaction (small writes after
+	// this): the statement's plan is set by its form, and on a database
+	// without statistics the planner takes each conversation for 0.5% of
+	// the member table, which puts the statement's estimate past
+	// jit_above_cost once that table holds some 100,000 rows: 30-150 ms
+	// compiling a statement that runs in one or two.
+	if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
+		return nil, nil, fmt.Errorf("read whose presence the removal hides: %w", err)
+	}
 	rows, err := tx.Query(ctx, presenceEndedSQL, conversationID, userID, largeGroup)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read whose presence the removal hides: %w", err)

@@ -41,7 +41,9 @@ func blockedBySQL(viewer, subject string) string {
 // at most max members: (subject, shm.user_id; sharer; conversation_id),
 // each subject paired with themself too. Who sees a user's presence, and
 // gets their whole profile.updated, shares such a conversation with them:
-// every statement that needs it says it this way. where may name the
+// every statement that needs it says it this way (but presenceStartedSQL
+// and presenceEndedSQL, which ask it about one conversation's members
+// only, at a cost of their own: the same rule). where may name the
 // outer statement's rows, not under the aliases shm, shc and sho.
 func smallSharersSQL(where, max string) string {
 	return `SELECT shm.user_id AS subject, sho.user_id AS sharer, shm.conversation_id

@@ -1,9 +1,9 @@
 //go:build unix
 
-// Command presencebench measures what telling presence on a join costs a
-// team that shares many groups (docs/benchmarks.md, "Presence on a
-// join"): -team users (1..team) in -groups groups of all of them. It
-// prints
+// Command presencebench measures what telling presence on a join, and on
+// a removal, costs a team that shares many groups (docs/benchmarks.md,
+// "Presence on a join", "Presence on a removal"): -team users (1..team)
+// in -groups groups of all of them. It prints
 //
 //  1. the time of creating a group of the whole team as the number of
 //     groups it shares grows (the create's transaction reads which pairs
@@ -14,9 +14,13 @@
 //     (presence.Tracker.SharingStarted), for the pairs the event lists:
 //     store.Presence.Watching of those pairs, against Watchers of every
 //     subject (each one's whole audience), which it read before;
-//  4. for another team, who share nothing but each have -dms direct
+//  4. the time of removing one of them from a group of all of them (the
+//     removal's transaction reads whom it stops sharing presence with:
+//     store's presenceEndedSQL; nobody, they share the other groups);
+//  5. for another team, who share nothing but each have -dms direct
 //     conversations with others, the time of creating a group of all of
-//     them, and what a tracker reads for its conversation.created.
+//     them, and what a tracker reads for its conversation.created; and
+//     of removing one of them from that group (all 199 others listed).
 //
 // Each figure is the median and the worst of -runs runs.
 //
@@ -65,11 +69,11 @@ func main() {
 	}
 }
 
-// added keeps the last member.added and conversation.created the store
-// publishes.
+// added keeps the last member.added, conversation.created and
+// member.removed the store publishes.
 type added struct {
-	mu          sync.Mutex
-	ev, created chat.Event
+	mu                   sync.Mutex
+	ev, created, removed chat.Event
 }
 
 func (a *added) Publish(evs ...chat.Event) {
@@ -81,6 +85,8 @@ func (a *added) Publish(evs ...chat.Event) {
 			a.ev = ev
 		case chat.EventConversationCreated:
 			a.created = ev
+		case chat.EventMemberRemoved:
+			a.removed = ev
 		}
 	}
 }
@@ -89,6 +95,12 @@ func (a *added) last() chat.Event {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.ev
+}
+
+func (a *added) lastRemoved() chat.Event {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.removed
 }
 
 func (a *added) lastCreated() chat.Event {
@@ -194,6 +206,22 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	// One of them removed from a group of all of them, a different one
+	// each run: they still share the other groups.
+	all, err := group(1, members)
+	if err != nil {
+		return err
+	}
+	var removes []time.Duration
+	for i := range o.runs {
+		start := time.Now()
+		if err := st.RemoveMember(ctx, all.ID, 1, members[i]); err != nil {
+			return fmt.Errorf("remove member: %w", err)
+		}
+		removes = append(removes, time.Since(start))
+	}
+	fmt.Printf("  remove one of them from a group of all of them: %s (hidden from %d)\n", figures(removes), len(pub.lastRemoved().PresenceHiddenFrom))
+
 	if o.dms > 0 {
 		// Another team, each with -dms direct conversations with users
 		// outside it, and a group of all of them.
@@ -210,8 +238,9 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 		fmt.Printf("a team of %d users who share nothing, each with %d direct conversations with others:\n", o.team, o.dms)
-		var took []time.Duration
+		var took, removes []time.Duration
 		var created chat.Event
+		hiddenFrom := 0
 		for i := range o.runs {
 			// Each run's group is the team's first: the users of a new
 			// team each time would need their direct conversations again.
@@ -227,11 +256,18 @@ func run(ctx context.Context, o options) error {
 					return err
 				}
 			}
+			start = time.Now()
+			if err := st.RemoveMember(ctx, c.ID, base+1, others[i%len(others)]); err != nil {
+				return fmt.Errorf("remove member: %w", err)
+			}
+			removes = append(removes, time.Since(start))
+			hiddenFrom = len(pub.lastRemoved().PresenceHiddenFrom)
 			if _, err := pool.Exec(ctx, `DELETE FROM conversation_member WHERE conversation_id = $1`, c.ID); err != nil {
 				return fmt.Errorf("empty the group: %w", err)
 			}
 		}
 		fmt.Printf("  create a group of all of them: %s\n", figures(took))
+		fmt.Printf("  remove one of them from it: %s (hidden from %d)\n", figures(removes), hiddenFrom)
 	}
 	return nil
 }
