@@ -316,15 +316,6 @@ const probeFew = "4"
 // hiddenFrom, who may no longer see userID's presence; hidden, whose
 // presence userID may no longer see.
 func presenceEnded(ctx context.Context, tx pgx.Tx, conversationID, userID int64, largeGroup int) (hiddenFrom, hidden []int64, err error) {
-	// Without JIT for the rest of the transaction (small writes after
-	// this): the statement's plan is set by its form, and on a database
-	// without statistics the planner takes each conversation for 0.5% of
-	// the member table, which puts the statement's estimate past
-	// jit_above_cost once that table holds some 100,000 rows: 30-150 ms
-	// compiling a statement that runs in one or two.
-	if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
-		return nil, nil, fmt.Errorf("read whose presence the removal hides: %w", err)
-	}
 	rows, err := tx.Query(ctx, presenceEndedSQL, conversationID, userID, largeGroup)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read whose presence the removal hides: %w", err)

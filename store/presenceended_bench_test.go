@@ -143,7 +143,7 @@ func BenchmarkPresenceEnded(b *testing.B) {
 			var answers [][]int64
 			for _, st := range []struct{ name, sql, set string }{
 				{"sharers", store.PresenceEndedBySharersSQL, ""},
-				{"probes", store.PresenceEndedSQL, "SET LOCAL jit = off"},
+				{"probes", store.PresenceEndedSQL, ""},
 			} {
 				b.Run(stats+"/"+sh.name+"/"+st.name, func(b *testing.B) {
 					tx, err := pool.Begin(ctx)
