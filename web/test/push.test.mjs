@@ -62,6 +62,32 @@ function mutedGroup(id) {
   };
 }
 
+/**
+ * Cache Storage over a Map, as the page and the service worker share it,
+ * put in globalThis.caches (the test deletes it): its entries by cache
+ * name and key.
+ */
+function memoryCaches() {
+  const entries = new Map();
+  globalThis.caches = {
+    async open(name) {
+      return {
+        async put(k, res) {
+          entries.set(name + k, await res.text());
+        },
+        async match(k) {
+          return entries.has(name + k) ? new Response(entries.get(name + k)) : undefined;
+        },
+      };
+    },
+    async delete(name) {
+      for (const k of [...entries.keys()]) if (k.startsWith(name + '/')) entries.delete(k);
+      return true;
+    },
+  };
+  return entries;
+}
+
 /** Runs the page's serialised notification work. */
 const settle = () => new Promise((r) => setTimeout(r, 20));
 
@@ -256,19 +282,7 @@ test('a message a push showed while the page\'s connection was down, replayed wh
 
 test('a message the page alerted for before a reload, whose notification the user dismissed, does not alert again when the reloaded page gets it again; the next one does', async () => {
   const page = hiddenPage();
-  const entries = new Map();
-  globalThis.caches = {
-    async open(name) {
-      return {
-        async put(k, res) {
-          entries.set(name + k, await res.text());
-        },
-        async match(k) {
-          return entries.has(name + k) ? new Response(entries.get(name + k)) : undefined;
-        },
-      };
-    },
-  };
+  const entries = memoryCaches();
   try {
     const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
     const deliver = (session, seq, body) =>
@@ -296,23 +310,7 @@ test('a message the page alerted for before a reload, whose notification the use
 
 test('signing out forgets which conversations notified and up to which message, as it closes their notifications', async () => {
   const page = hiddenPage();
-  const entries = new Map();
-  globalThis.caches = {
-    async open(name) {
-      return {
-        async put(k, res) {
-          entries.set(name + k, await res.text());
-        },
-        async match(k) {
-          return entries.has(name + k) ? new Response(entries.get(name + k)) : undefined;
-        },
-      };
-    },
-    async delete(name) {
-      for (const k of [...entries.keys()]) if (k.startsWith(name + '/')) entries.delete(k);
-      return true;
-    },
-  };
+  const entries = memoryCaches();
   try {
     const group = { ...mutedGroup(5), settings: null, lastReadSeq: 0 };
     const session = new EventTarget();
