@@ -331,20 +331,43 @@ func (d *dispatcher) ownJoin(ev Event) bool {
 // that membership's entries, and replays them after the catch-up's
 // inbox (which found the user gone) when it is slow to come; tracked
 // from it, the conversation would be the user's again, though no
-// member.removed will come to forget it. Temporary failures are asked
-// again as a history fill asks (historyPage); a refusal (not a member)
-// or the client closing is no.
+// member.removed will come to forget it. A refusal (not a member) is no.
+//
+// The dispatcher hands nothing on while it asks, so it asks joinAsks
+// times at most, and not at all once the client stopped connecting
+// (Client.Err: no answer will come); then the entry is taken for the
+// start of the current membership, the cheaper of the two wrong
+// guesses. A group tracked that the user is not in stays at the last
+// entry its ended membership owed (chatd sends nothing after it) until
+// the next inbox read, which no longer lists it and forgets it: the
+// catch-up of the next connection, or of the next client given these
+// Positions. Nothing is lost. A group dropped that the user is in has
+// its entries handed on untracked until an inbox read lists it again,
+// which only a reconnection brings: in between an entry lost on the way
+// is never filled, and Positions leaves the group out, so that a client
+// resuming from them takes it up again at whatever entry comes first.
 func (d *dispatcher) joinsNow(conv, seq int64) bool {
 	pause := newRetryPause(5 * time.Second)
-	for {
+	for ask := 1; ; ask++ {
 		ctx, cancel := context.WithTimeout(d.c.life, d.c.cfg.RequestTimeout)
 		c, err := d.c.Conversation(ctx, conv)
 		cancel()
 		if err == nil {
 			return c.JoinSeq == seq-1
 		}
-		if d.c.life.Err() != nil || fillRefused(err) {
+		if d.c.life.Err() != nil {
+			return false // closed: nothing more is handed on
+		}
+		if stoppedBy(err) {
+			return true
+		}
+		if fillRefused(err) {
 			return false
+		}
+		if ask == joinAsks {
+			d.c.cfg.Logger.Warn("could not ask chatd whether the user is back in a conversation; taking its join entry for the start of their membership",
+				"conversation", conv, "seq", seq, "err", err)
+			return true
 		}
 		d.c.cfg.Logger.Debug("reading a conversation the user may be back in failed; retrying", "conversation", conv, "err", err)
 		if !pause.wait(d.c.life, err) {
@@ -352,6 +375,10 @@ func (d *dispatcher) joinsNow(conv, seq int64) bool {
 		}
 	}
 }
+
+// joinAsks bounds joinsNow's questions: each lasts up to
+// Config.RequestTimeout, with the events of every conversation waiting.
+const joinAsks = 3
 
 // noteJoined records that the user became a member of conv live, from
 // after seq (see joined), unless the conversation has a position: its
