@@ -491,17 +491,17 @@ func (d *dispatcher) message(ev Event, slim bool) {
 
 // fillUntil fetches (have, seq] through history and hands it on, then the
 // live event. It keeps trying (with backoff, inside fill) until the range
-// is filled or the client closes: later events are never handed on while
-// an earlier gap is open. Only a refusal for good (no longer a member, ...)
-// ends it; the event is then dropped, since what precedes it cannot be
-// delivered.
+// is filled or the client closes or stops connecting: later events are
+// never handed on while an earlier gap is open. Only a refusal for good
+// (no longer a member, ...) ends it; the event is then dropped, since
+// what precedes it cannot be delivered.
 func (d *dispatcher) fillUntil(conv, seq int64, ev Event, slim bool) {
 	upto := seq
 	if !slim {
 		upto = seq - 1 // the live event itself needs no fetching
 	}
 	err := d.fill(conv, upto)
-	if errors.Is(err, ErrClosed) {
+	if fillEnded(err) {
 		return
 	}
 	if err != nil {
@@ -517,8 +517,9 @@ func (d *dispatcher) fillUntil(conv, seq int64, ev Event, slim bool) {
 // fill fetches messages after the conversation's position through upto
 // (inclusive) and hands them on, in order and without gaps. Temporary
 // failures (errors, rate limits, an empty or incomplete page) are retried
-// with backoff until the range is filled or the client closes; it returns
-// nil once filled, ErrClosed, or a refusal for good.
+// with backoff until the range is filled or the client closes or stops
+// connecting; it returns nil once filled, ErrClosed, the error the client
+// stopped with (see historyPage), or a refusal for good.
 func (d *dispatcher) fill(conv, upto int64) error {
 	d.c.stats.gapFills.Add(1)
 	pause := newRetryPause(5 * time.Second)
@@ -629,7 +630,12 @@ func (d *dispatcher) history(conv, after int64, limit int) ([]Message, error) {
 }
 
 // historyPage retries every failure but a refusal for good (see
-// fillRefused) until the client closes.
+// fillRefused) until the client closes (ErrClosed) or stops connecting
+// (Client.Err, returned as it is: no answer will come, and the events
+// queued behind the fill, among them the error event that says so, would
+// wait for ever). Either ends the fill as Close does (fillEnded): what it
+// could not fill, and the entry after it, are not handed on, so Positions
+// still says where a next client has to go on from.
 func (d *dispatcher) historyPage(conv int64, o HistoryOptions) ([]Message, error) {
 	pause := newRetryPause(5 * time.Second)
 	for {
@@ -648,7 +654,7 @@ func (d *dispatcher) historyPage(conv int64, o HistoryOptions) ([]Message, error
 		if d.c.life.Err() != nil {
 			return nil, ErrClosed
 		}
-		if fillRefused(err) {
+		if stoppedBy(err) || fillRefused(err) {
 			return nil, err
 		}
 		d.c.cfg.Logger.Debug("history fill failed; retrying", "conversation", conv, "err", err)
@@ -656,6 +662,12 @@ func (d *dispatcher) historyPage(conv int64, o HistoryOptions) ([]Message, error
 			return nil, ErrClosed
 		}
 	}
+}
+
+// fillEnded reports whether a fill ended because the client closed or
+// stopped connecting, as opposed to filled (nil) or refused for good.
+func fillEnded(err error) bool {
+	return errors.Is(err, ErrClosed) || stoppedBy(err)
 }
 
 // fillRefused reports whether a history failure is for good: the user
@@ -881,7 +893,7 @@ func (d *dispatcher) checkTargets() {
 			}
 		}
 		err := d.fill(conv, target)
-		if errors.Is(err, ErrClosed) {
+		if fillEnded(err) {
 			return
 		}
 		if err != nil {

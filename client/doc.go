@@ -127,7 +127,11 @@
 // explicitly also when it is 0) before the event is handed on. A failing
 // history call is retried with backoff until the gap is filled or the
 // client closes: later events of any conversation wait. Only a refusal for
-// good (no longer a member) drops the event after the gap. Entries the
+// good (no longer a member) drops the event after the gap. A client that
+// stopped connecting (Err) gives the fill up: the entries of that
+// conversation from the gap on are not handed on (Positions says where
+// the next client goes on from), the other events are, its error event
+// among them. Entries the
 // user may not read are not a gap: in a group whose history is "joined",
 // a member removed and added again (while offline, say) reads only what
 // came after the new join, and the client goes on from there.

@@ -84,6 +84,52 @@ func TestAClientThatStopsWhileAskingAboutAJoinEntrySaysWhy(t *testing.T) {
 	}
 }
 
+// TestAClientThatStopsWhileFillingAGapSaysWhy: a gap filled through
+// history is retried until it is filled, and a client whose static token
+// is revoked meanwhile stops connecting: every history call fails at
+// once, and the dispatcher retried it every 5s for ever, its error event
+// "unauthorized" never handed on. The fill ends as on Close instead: the
+// entry after the gap is not handed on and Positions stays before it,
+// for the next client to go on from.
+func TestAClientThatStopsWhileFillingAGapSaysWhy(t *testing.T) {
+	t.Parallel()
+	srv, broker := nodeOn(t, pgtest.NewDB(t))
+	a := connect(t, testConfig(t, broker, 1))
+	conv := direct(t, a, 2)
+	b := connect(t, testConfig(t, broker, 2))
+	sendN(t, a, conv, 1, "first")
+	messages(t, b, conv, 1, 10*time.Second)
+
+	dropMessages(b, 2, 2)
+	asked := make(chan struct{}, 1)
+	b.DropReplies(func([]byte) bool {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return true
+	})
+	sendN(t, a, conv, 2, "more") // 2 lost on the way: a gap before 3
+	testkit.Receive(t, asked, 15*time.Second, "the gap before 3 was not filled through history within 15s")
+	revokeTokensOf2(t, srv)
+	var code string
+	if !watchEvents(t, b, 20*time.Second, func(ev client.Event) bool {
+		if ev.Type == client.EventMessageNew && ev.ConversationID == conv {
+			t.Fatalf("message %d handed on though the gap before 3 was never filled", ev.Seq)
+		}
+		code = ev.Code
+		return ev.Type == client.EventError
+	}) {
+		t.Fatalf("no error event within 20s of the revocation (Err: %v)", b.Err())
+	}
+	if code != "unauthorized" {
+		t.Fatalf("error event code %q, want unauthorized", code)
+	}
+	if h := b.Positions()[conv]; h != 1 {
+		t.Fatalf("the conversation in Positions at %d, want 1: nothing after the gap was handed on", h)
+	}
+}
+
 // joinAsked is a group g that user 2's client b was removed from while
 // offline and added back to by user 1 (a) on chatd srv, whose
 // member.added event b lost (its system entry came): b is asking chatd
