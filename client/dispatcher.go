@@ -331,20 +331,43 @@ func (d *dispatcher) ownJoin(ev Event) bool {
 // that membership's entries, and replays them after the catch-up's
 // inbox (which found the user gone) when it is slow to come; tracked
 // from it, the conversation would be the user's again, though no
-// member.removed will come to forget it. Temporary failures are asked
-// again as a history fill asks (historyPage); a refusal (not a member)
-// or the client closing is no.
+// member.removed will come to forget it. A refusal (not a member) is no.
+//
+// The dispatcher hands nothing on while it asks, so it asks joinAsks
+// times at most, and not at all once the client stopped connecting
+// (Client.Err: no answer will come); then the entry is taken for the
+// start of the current membership, the cheaper of the two wrong
+// guesses. A group tracked that the user is not in stays at the last
+// entry its ended membership owed (chatd sends nothing after it) until
+// the next inbox read, which no longer lists it and forgets it: the
+// catch-up of the next connection, or of the next client given these
+// Positions. Nothing is lost. A group dropped that the user is in has
+// its entries handed on untracked until an inbox read lists it again,
+// which only a reconnection brings: in between an entry lost on the way
+// is never filled, and Positions leaves the group out, so that a client
+// resuming from them takes it up again at whatever entry comes first.
 func (d *dispatcher) joinsNow(conv, seq int64) bool {
 	pause := newRetryPause(5 * time.Second)
-	for {
+	for ask := 1; ; ask++ {
 		ctx, cancel := context.WithTimeout(d.c.life, d.c.cfg.RequestTimeout)
 		c, err := d.c.Conversation(ctx, conv)
 		cancel()
 		if err == nil {
 			return c.JoinSeq == seq-1
 		}
-		if d.c.life.Err() != nil || fillRefused(err) {
+		if d.c.life.Err() != nil {
+			return false // closed: nothing more is handed on
+		}
+		if stoppedBy(err) {
+			return true
+		}
+		if fillRefused(err) {
 			return false
+		}
+		if ask == joinAsks {
+			d.c.cfg.Logger.Warn("could not ask chatd whether the user is back in a conversation; taking its join entry for the start of their membership",
+				"conversation", conv, "seq", seq, "err", err)
+			return true
 		}
 		d.c.cfg.Logger.Debug("reading a conversation the user may be back in failed; retrying", "conversation", conv, "err", err)
 		if !pause.wait(d.c.life, err) {
@@ -352,6 +375,10 @@ func (d *dispatcher) joinsNow(conv, seq int64) bool {
 		}
 	}
 }
+
+// joinAsks bounds joinsNow's questions: each lasts up to
+// Config.RequestTimeout, with the events of every conversation waiting.
+const joinAsks = 3
 
 // noteJoined records that the user became a member of conv live, from
 // after seq (see joined), unless the conversation has a position: its
@@ -464,17 +491,17 @@ func (d *dispatcher) message(ev Event, slim bool) {
 
 // fillUntil fetches (have, seq] through history and hands it on, then the
 // live event. It keeps trying (with backoff, inside fill) until the range
-// is filled or the client closes: later events are never handed on while
-// an earlier gap is open. Only a refusal for good (no longer a member, ...)
-// ends it; the event is then dropped, since what precedes it cannot be
-// delivered.
+// is filled or the client closes or stops connecting: later events are
+// never handed on while an earlier gap is open. Only a refusal for good
+// (no longer a member, ...) ends it; the event is then dropped, since
+// what precedes it cannot be delivered.
 func (d *dispatcher) fillUntil(conv, seq int64, ev Event, slim bool) {
 	upto := seq
 	if !slim {
 		upto = seq - 1 // the live event itself needs no fetching
 	}
 	err := d.fill(conv, upto)
-	if errors.Is(err, ErrClosed) {
+	if fillEnded(err) {
 		return
 	}
 	if err != nil {
@@ -490,8 +517,9 @@ func (d *dispatcher) fillUntil(conv, seq int64, ev Event, slim bool) {
 // fill fetches messages after the conversation's position through upto
 // (inclusive) and hands them on, in order and without gaps. Temporary
 // failures (errors, rate limits, an empty or incomplete page) are retried
-// with backoff until the range is filled or the client closes; it returns
-// nil once filled, ErrClosed, or a refusal for good.
+// with backoff until the range is filled or the client closes or stops
+// connecting; it returns nil once filled, ErrClosed, the error the client
+// stopped with (see historyPage), or a refusal for good.
 func (d *dispatcher) fill(conv, upto int64) error {
 	d.c.stats.gapFills.Add(1)
 	pause := newRetryPause(5 * time.Second)
@@ -602,7 +630,12 @@ func (d *dispatcher) history(conv, after int64, limit int) ([]Message, error) {
 }
 
 // historyPage retries every failure but a refusal for good (see
-// fillRefused) until the client closes.
+// fillRefused) until the client closes (ErrClosed) or stops connecting
+// (Client.Err, returned as it is: no answer will come, and the events
+// queued behind the fill, among them the error event that says so, would
+// wait for ever). Either ends the fill as Close does (fillEnded): what it
+// could not fill, and the entry after it, are not handed on, so Positions
+// still says where a next client has to go on from.
 func (d *dispatcher) historyPage(conv int64, o HistoryOptions) ([]Message, error) {
 	pause := newRetryPause(5 * time.Second)
 	for {
@@ -621,7 +654,7 @@ func (d *dispatcher) historyPage(conv int64, o HistoryOptions) ([]Message, error
 		if d.c.life.Err() != nil {
 			return nil, ErrClosed
 		}
-		if fillRefused(err) {
+		if stoppedBy(err) || fillRefused(err) {
 			return nil, err
 		}
 		d.c.cfg.Logger.Debug("history fill failed; retrying", "conversation", conv, "err", err)
@@ -629,6 +662,12 @@ func (d *dispatcher) historyPage(conv int64, o HistoryOptions) ([]Message, error
 			return nil, ErrClosed
 		}
 	}
+}
+
+// fillEnded reports whether a fill ended because the client closed or
+// stopped connecting, as opposed to filled (nil) or refused for good.
+func fillEnded(err error) bool {
+	return errors.Is(err, ErrClosed) || stoppedBy(err)
 }
 
 // fillRefused reports whether a history failure is for good: the user
@@ -854,7 +893,7 @@ func (d *dispatcher) checkTargets() {
 			}
 		}
 		err := d.fill(conv, target)
-		if errors.Is(err, ErrClosed) {
+		if fillEnded(err) {
 			return
 		}
 		if err != nil {

@@ -127,7 +127,11 @@
 // explicitly also when it is 0) before the event is handed on. A failing
 // history call is retried with backoff until the gap is filled or the
 // client closes: later events of any conversation wait. Only a refusal for
-// good (no longer a member) drops the event after the gap. Entries the
+// good (no longer a member) drops the event after the gap. A client that
+// stopped connecting (Err) gives the fill up: the entries of that
+// conversation from the gap on are not handed on (Positions says where
+// the next client goes on from), the other events are, its error event
+// among them. Entries the
 // user may not read are not a gap: in a group whose history is "joined",
 // a member removed and added again (while offline, say) reads only what
 // came after the new join, and the client goes on from there.
@@ -162,7 +166,14 @@
 // while the user was added back and removed again replays that
 // membership's entries, its member.added entry first, and may do so
 // after the catch-up found the user gone; such an entry is handed on
-// without bringing the conversation back. Added back while offline, with no member.added
+// without bringing the conversation back. Every event waits while chatd
+// is asked, so it is asked 3 times at most (each up to RequestTimeout),
+// and not once the client stopped connecting; without an answer the
+// entry brings the conversation back: one tracked wrongly is forgotten
+// by the next inbox read (of the next connection, or of the next client
+// given Positions), while one left untracked wrongly would have its
+// entries handed on without filling what was lost on the way, and stay
+// out of Positions, until a reconnection's inbox read. Added back while offline, with no member.added
 // (it is not replayed), the user has the conversation brought back by an
 // inbox that lists it again, or by an entry past the seq of the
 // member.removed (what a persistent session replays of the new

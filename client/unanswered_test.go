@@ -1,0 +1,205 @@
+package client_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
+	"github.com/chatd/chatd/server"
+)
+
+// TestEventsKeepComingWhileChatdLeavesAJoinEntryUnanswered: the entry of
+// the user's own member.added, in a group the catch-up found them gone
+// from, brings the group back only once chatd says it starts their
+// current membership (conversation.get), and the dispatcher, which
+// hands nothing on while it asks, asked again until Close: with chatd
+// not answering, no event of any conversation came. It asks a bounded
+// number of times, then takes the entry for the start of the membership
+// (here it is: the user was added back and chatd dropped the
+// member.added event, as it does past an overflowing session's queue),
+// and the group is tracked from it.
+func TestEventsKeepComingWhileChatdLeavesAJoinEntryUnanswered(t *testing.T) {
+	t.Parallel()
+	j := askedAboutAJoinEntry(t, 2*time.Second)
+	after := sendN(t, j.a, j.busy, 1, "meanwhile")
+	join := int64(0)
+	if !watchEvents(t, j.b, 30*time.Second, func(ev client.Event) bool {
+		if j.isJoinEntry(ev) {
+			join = ev.Seq
+		}
+		return ev.Type == client.EventMessageNew && ev.ConversationID == j.busy && ev.Seq == after[0]
+	}) {
+		t.Fatalf("the message %d of another conversation did not come within 30s while chatd left the join entry unanswered", after[0])
+	}
+	if join == 0 {
+		t.Fatal("the join entry was not handed on before the message that came after it")
+	}
+	if h, ok := j.b.Positions()[j.g]; !ok || h != join {
+		t.Fatalf("the group in Positions: %d %v, want tracked from its join entry %d", h, ok, join)
+	}
+	j.b.DropReplies(nil)
+	more := sendN(t, j.a, j.g, 1, "in the group again")
+	messages(t, j.b, j.g, 1, 10*time.Second)
+	if h := j.b.Positions()[j.g]; h != more[0] {
+		t.Fatalf("the group in Positions at %d, want %d", h, more[0])
+	}
+}
+
+// TestAClientThatStopsWhileAskingAboutAJoinEntrySaysWhy: a client asking
+// chatd whether a join entry starts the user's membership (see
+// TestEventsKeepComingWhileChatdLeavesAJoinEntryUnanswered) when its
+// static token is revoked stops connecting, and every later question
+// fails at once: it asked again every 5s, for ever, and its error event
+// "unauthorized" never came. The entry is taken for the start of the
+// membership and the error event follows it.
+func TestAClientThatStopsWhileAskingAboutAJoinEntrySaysWhy(t *testing.T) {
+	t.Parallel()
+	j := askedAboutAJoinEntry(t, 10*time.Second)
+	revokeTokensOf2(t, j.srv)
+	join := int64(0)
+	var code string
+	if !watchEvents(t, j.b, 20*time.Second, func(ev client.Event) bool {
+		if j.isJoinEntry(ev) {
+			join = ev.Seq
+		}
+		code = ev.Code
+		return ev.Type == client.EventError
+	}) {
+		t.Fatalf("no error event within 20s of the revocation (Err: %v)", j.b.Err())
+	}
+	if code != "unauthorized" || !errors.Is(j.b.Err(), client.ErrUnauthorized) {
+		t.Fatalf("error event code %q, Err %v; want unauthorized", code, j.b.Err())
+	}
+	if join == 0 {
+		t.Fatal("the join entry was not handed on before the error event")
+	}
+	if h, ok := j.b.Positions()[j.g]; !ok || h != join {
+		t.Fatalf("the group in Positions: %d %v, want tracked from its join entry %d", h, ok, join)
+	}
+}
+
+// TestAClientThatStopsWhileFillingAGapSaysWhy: a gap filled through
+// history is retried until it is filled, and a client whose static token
+// is revoked meanwhile stops connecting: every history call fails at
+// once, and the dispatcher retried it every 5s for ever, its error event
+// "unauthorized" never handed on. The fill ends as on Close instead: the
+// entry after the gap is not handed on and Positions stays before it,
+// for the next client to go on from.
+func TestAClientThatStopsWhileFillingAGapSaysWhy(t *testing.T) {
+	t.Parallel()
+	srv, broker := nodeOn(t, pgtest.NewDB(t))
+	a := connect(t, testConfig(t, broker, 1))
+	conv := direct(t, a, 2)
+	b := connect(t, testConfig(t, broker, 2))
+	sendN(t, a, conv, 1, "first")
+	messages(t, b, conv, 1, 10*time.Second)
+
+	dropMessages(b, 2, 2)
+	asked := make(chan struct{}, 1)
+	b.DropReplies(func([]byte) bool {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return true
+	})
+	sendN(t, a, conv, 2, "more") // 2 lost on the way: a gap before 3
+	testkit.Receive(t, asked, 15*time.Second, "the gap before 3 was not filled through history within 15s")
+	revokeTokensOf2(t, srv)
+	var code string
+	if !watchEvents(t, b, 20*time.Second, func(ev client.Event) bool {
+		if ev.Type == client.EventMessageNew && ev.ConversationID == conv {
+			t.Fatalf("message %d handed on though the gap before 3 was never filled", ev.Seq)
+		}
+		code = ev.Code
+		return ev.Type == client.EventError
+	}) {
+		t.Fatalf("no error event within 20s of the revocation (Err: %v)", b.Err())
+	}
+	if code != "unauthorized" {
+		t.Fatalf("error event code %q, want unauthorized", code)
+	}
+	if h := b.Positions()[conv]; h != 1 {
+		t.Fatalf("the conversation in Positions at %d, want 1: nothing after the gap was handed on", h)
+	}
+}
+
+// joinAsked is a group g that user 2's client b was removed from while
+// offline and added back to by user 1 (a) on chatd srv, whose
+// member.added event b lost (its system entry came): b is asking chatd
+// whether that entry starts the user's membership, and chatd's replies
+// to b are dropped. busy is the direct conversation of users 1 and 2.
+type joinAsked struct {
+	srv     *server.Server
+	a, b    *client.Client
+	g, busy int64
+}
+
+// isJoinEntry reports whether ev is the system entry of user 2's
+// member.added in the group.
+func (j joinAsked) isJoinEntry(ev client.Event) bool {
+	return ev.Type == client.EventSystemNew && ev.ConversationID == j.g &&
+		ev.Action == "member.added" && ev.UserID == 2
+}
+
+// askedAboutAJoinEntry sets up joinAsked for a persistent session b
+// whose requests time out after requestTimeout.
+func askedAboutAJoinEntry(t *testing.T, requestTimeout time.Duration) joinAsked {
+	t.Helper()
+	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), nil), nil)
+	a := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+	busy := direct(t, a, 2)
+	px := newProxy(t, srv.MQTTAddr())
+	cfg := testConfig(t, px.URL(), 2)
+	cfg.SessionDir = t.TempDir()
+	cfg.RequestTimeout = requestTimeout
+	b := connect(t, cfg)
+	ctx := ctxFor(t, 60*time.Second)
+
+	g, err := a.CreateGroup(ctx, "back", []int64{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, a, g.ID, 2, "before")
+	messages(t, b, g.ID, 2, 10*time.Second)
+	removeWhileOffline(t, ctx, a, b, px, g.ID)
+
+	// chatd drops the live member.added of a session whose queue
+	// overflowed, never the entry (TestAGroupJoinedWhileTheSessionOverflowsIsTracked).
+	b.DropEvents(func(p []byte) bool {
+		var ev client.Event
+		return json.Unmarshal(p, &ev) == nil && ev.Type == client.EventMemberAdded && ev.ConversationID == g.ID
+	})
+	asked := make(chan struct{}, 1)
+	b.DropReplies(func(p []byte) bool {
+		if bytes.Contains(p, []byte(`"joinSeq"`)) && !bytes.Contains(p, []byte(`"conversations"`)) {
+			select {
+			case asked <- struct{}{}:
+			default:
+			}
+		}
+		return true
+	})
+	if _, err := a.AddMember(ctx, g.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Receive(t, asked, 15*time.Second, "user 2's client did not ask chatd about its join entry within 15s")
+	return joinAsked{srv: srv, a: a, b: b, g: g.ID, busy: busy}
+}
+
+// revokeTokensOf2 revokes every token of user 2 through a client of
+// their own on srv: chatd closes their connections and refuses the
+// static tokens from then on, so their clients stop connecting.
+func revokeTokensOf2(t *testing.T, srv *server.Server) {
+	t.Helper()
+	c := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 2))
+	if _, err := c.RevokeTokens(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatalf("revoke the tokens of user 2: %v", err)
+	}
+}
