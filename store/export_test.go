@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,6 +31,28 @@ func (s *Store) SearchByScan(ctx context.Context, terms []chat.SearchTerm, visib
 // SetWatchCheck makes Watch check its connection after d without a
 // notice, and give it d to answer; before Watch starts.
 func (s *Sessions) SetWatchCheck(d time.Duration) { s.watchCheck = d }
+
+// PresenceStartedSQL is the statement a join reads who may now see whose
+// presence by ($1 conversation, $2 the joined users, $3
+// CHAT_LARGE_GROUP), and PresenceStartedByJoinSQL the one it ran before,
+// which joined each conversation's bits back to its rows: tests compare
+// their answers.
+var (
+	PresenceStartedSQL       = presenceStartedSQL
+	PresenceStartedByJoinSQL = strings.Replace(presenceStartedSQL, `cmask AS (
+	SELECT x.u, count(*) OVER w AS k, bit_or(set_bit(repeat('0', x.size)::varbit, x.i, 1)) OVER w AS bits
+	FROM x WINDOW w AS (PARTITION BY x.c)
+),
+umask AS (
+	SELECT cmask.u, bit_or(cmask.bits) AS bits FROM cmask WHERE cmask.k > 1 GROUP BY cmask.u
+),`, `cmask AS (
+	SELECT x.c, bit_or(set_bit(repeat('0', x.size)::varbit, x.i, 1)) AS bits
+	FROM x GROUP BY x.c HAVING count(*) > 1
+),
+umask AS (
+	SELECT x.u, bit_or(cmask.bits) AS bits FROM x JOIN cmask ON cmask.c = x.c GROUP BY x.u
+),`, 1)
+)
 
 // PresenceEndedSQL is the statement a removal reads whom it stops
 // sharing presence with by ($1 conversation, $2 the removed user, $3
