@@ -29,45 +29,12 @@ func TestAJoinsPresenceStatementAnswersAsJoiningConversationsBackDid(t *testing.
 	}
 	ctx := testCtx(t)
 	_, pool := newStore(t)
-	const users = 30
 	compared, listed, kept := 0, 0, 0
 	for seed := range uint64(4) {
 		rng := rand.New(rand.NewPCG(seed, 63))
-		base := int64(seed+1) * 1000
-		mustExec(t, ctx, pool, `TRUNCATE conversation, conversation_member, user_settings, user_block CASCADE`)
-		var convs []int64
-		for i := range 20 + 15*int(seed) {
-			size := 2
-			if rng.IntN(3) > 0 || seed == 3 {
-				size = 3 + rng.IntN(10)
-			}
-			kind := "GROUP"
-			if size == 2 {
-				kind = "DIRECT"
-			}
-			id := base + int64(i)
-			mustExec(t, ctx, pool, `INSERT INTO conversation (id, type, title) VALUES ($1, $2, 'g')`, id, kind)
-			for _, m := range rng.Perm(users)[:size] {
-				mustExec(t, ctx, pool, `INSERT INTO conversation_member (conversation_id, user_id) VALUES ($1, $2)`, id, int64(m+1))
-			}
-			convs = append(convs, id)
-		}
-		for u := int64(1); u <= users; u++ {
-			if rng.IntN(8) == 0 {
-				mustExec(t, ctx, pool, `INSERT INTO user_settings (user_id, presence) VALUES ($1, false)`, u)
-			}
-			if rng.IntN(4) == 0 {
-				mustExec(t, ctx, pool, `INSERT INTO user_block (blocker_id, blocked_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, u, int64(1+(int(u)+rng.IntN(users-1))%users))
-			}
-		}
-		if seed%2 == 1 {
-			mustExec(t, ctx, pool, `ANALYZE conversation, conversation_member`)
-		}
+		convs := randomPresenceShape(t, ctx, pool, rng, seed)
 		for _, c := range convs {
-			var members []int64
-			if err := pgxscan(ctx, pool, &members, `SELECT user_id FROM conversation_member WHERE conversation_id = $1 ORDER BY user_id`, c); err != nil {
-				t.Fatal(err)
-			}
+			members := membersOf(t, ctx, pool, c)
 			joins := [][]int64{members}
 			for _, u := range members {
 				joins = append(joins, []int64{u})
