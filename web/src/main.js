@@ -19,7 +19,7 @@ import { useBlobs, usePeople } from './views/format.js';
 import { createSearch } from './views/search.js';
 import { openInfo, openProfile } from './views/people.js';
 import { BlobCache, Uploader } from './uploads.js';
-import { clearNotifications, disablePush, followNotificationClicks, forgetDevice, notifyWhileHidden, pushButton, rememberSignIn } from './push.js';
+import { clearNotifications, disablePush, followNotificationClicks, forgetDevice, forgetOthersShown, notifyWhileHidden, pushButton, rememberSignIn } from './push.js';
 
 const root = document.getElementById('app');
 const dev = document.body.dataset.dev === 'true';
@@ -40,8 +40,11 @@ async function startApp({ token, userId, exp }) {
   // only if the notification is this user's.
   const forUser = new URLSearchParams(location.search).get('for');
   if (forUser !== null) history.replaceState(null, '', location.pathname + (forUser === String(userId) ? location.hash : ''));
-  // The service worker shows this user's pushes only (static/sw.js).
-  rememberSignIn(userId).catch(() => {});
+  // The service worker shows this user's pushes only (static/sw.js), and
+  // what it and the page showed to others here goes.
+  rememberSignIn(userId)
+    .then(() => forgetOthersShown(userId))
+    .catch(() => {});
   const state = new ChatState(userId);
   const session = new MqttSession({ userId, token, clientId: clientIds.get(userId) });
   let ended = false;

@@ -140,11 +140,22 @@ export async function rememberSignIn(userId) {
 }
 
 /**
+ * Signing in as userId: what was shown to anyone else at this browser is
+ * forgotten (forgetShown), theirs to keep only while they are signed in
+ * here; one who did not sign out (a token that expired while the browser
+ * was closed) left it behind. Under the lock the worker notes what it
+ * shows under, so a push of theirs it showed meanwhile leaves nothing.
+ */
+export function forgetOthersShown(userId) {
+  return serially(() => forgetShown(globalThis.caches, userId));
+}
+
+/**
  * Signing out: the notifications shown for the user leave the screen,
  * those this page is still showing too (it waits for them), and the
  * service worker shows none of theirs from then on: next is who is
  * signed in now (null: no one). What was shown is forgotten too
- * (forgetShown). Told before the notifications are read
+ * (forgetShown), but next's. Told before the notifications are read
  * under the lock the worker takes too, so a push it shows after that read
  * is one it knows not to show.
  */
@@ -155,7 +166,7 @@ export async function clearNotifications(next = null) {
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg) return;
     for (const n of await reg.getNotifications()) n.close();
-    await forgetShown(globalThis.caches);
+    await forgetShown(globalThis.caches, next);
   });
 }
 

@@ -5,8 +5,8 @@
 // localStorage and document. Run: node --test web/test/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { clearNotifications, disablePush, enablePush, notifyWhileHidden } from '../src/push.js';
-import { replaceText } from '../src/notification.js';
+import { clearNotifications, disablePush, enablePush, forgetOthersShown, notifyWhileHidden } from '../src/push.js';
+import { noteShown, replaceText } from '../src/notification.js';
 import { ChatState } from '../src/store/state.js';
 import { Sync } from '../src/store/sync.js';
 
@@ -77,6 +77,12 @@ function memoryCaches() {
         },
         async match(k) {
           return entries.has(name + k) ? new Response(entries.get(name + k)) : undefined;
+        },
+        async keys() {
+          return [...entries.keys()].filter((k) => k.startsWith(name + '/')).map((k) => new Request(new URL(k.slice(name.length), 'http://chatd.test/')));
+        },
+        async delete(r) {
+          return entries.delete(name + (typeof r === 'string' ? r : new URL(r.url).pathname));
         },
       };
     },
@@ -322,6 +328,29 @@ test('signing out forgets which conversations notified and up to which message, 
     await clearNotifications(null);
     assert.deepEqual(await page.onScreen(), [], 'a notification stayed on screen after sign-out');
     assert.deepEqual([...entries.keys()].filter((k) => k.startsWith('chatd-shown/')), [], 'what was shown outlived the sign-out');
+  } finally {
+    delete globalThis.caches;
+    page.undo();
+  }
+});
+
+test('signing in forgets what was shown at this browser to anyone else (a user whose token expired while the browser was closed never signed out), and keeps what was shown to the user', async () => {
+  const page = hiddenPage();
+  const entries = memoryCaches();
+  try {
+    // User 8 was shown messages of conversations 5 and 9 here, the user
+    // signing in message 4 of conversation 5 (before a reload).
+    await noteShown(globalThis.caches, 'conv-5', 8, 3);
+    await noteShown(globalThis.caches, 'conv-9', 8, 6);
+    await noteShown(globalThis.caches, 'conv-5', ME, 4);
+    await forgetOthersShown(ME);
+    assert.deepEqual([...entries.keys()].filter((k) => k.includes('/8/')), [], 'what was shown to the user signed in before stayed');
+    const group = unreadGroup(5);
+    const { deliver } = notifying({ conv: () => group });
+    deliver(4, 'again');
+    deliver(5, 'next');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['next'], "the user's own record went too");
   } finally {
     delete globalThis.caches;
     page.undo();
