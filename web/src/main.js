@@ -67,6 +67,7 @@ async function startApp({ token, userId, exp }) {
     stopExpiryTimer();
     unwatch();
     unfollow();
+    stopNotifying();
     // Panels, dialogs, menus and the photo viewer open on top of the app
     // (beside it in <body>) leave with it: signed out by another tab or an
     // expired token, the sign-in page must not show them.
@@ -186,7 +187,7 @@ async function startApp({ token, userId, exp }) {
   const bell = pushButton(api, userId, notify);
   if (bell) inbox.el.querySelector('.sidebar-actions').after(h('div', { class: 'sidebar-push' }, bell));
   const unfollow = followNotificationClicks(go, userId);
-  notifyWhileHidden(session, state, userId, api);
+  const stopNotifying = notifyWhileHidden(session, state, userId, api);
 
   const emptyPane = h(
     'section',
