@@ -19,7 +19,7 @@ import { useBlobs, usePeople } from './views/format.js';
 import { createSearch } from './views/search.js';
 import { openInfo, openProfile } from './views/people.js';
 import { BlobCache, Uploader } from './uploads.js';
-import { clearNotifications, disablePush, followNotificationClicks, forgetDevice, notifyWhileHidden, pushButton, rememberSignIn } from './push.js';
+import { clearNotifications, disablePush, followNotificationClicks, forgetDevice, forgetOthersShown, notifyWhileHidden, pushButton, rememberSignIn } from './push.js';
 
 const root = document.getElementById('app');
 const dev = document.body.dataset.dev === 'true';
@@ -40,8 +40,11 @@ async function startApp({ token, userId, exp }) {
   // only if the notification is this user's.
   const forUser = new URLSearchParams(location.search).get('for');
   if (forUser !== null) history.replaceState(null, '', location.pathname + (forUser === String(userId) ? location.hash : ''));
-  // The service worker shows this user's pushes only (static/sw.js).
-  rememberSignIn(userId).catch(() => {});
+  // The service worker shows this user's pushes only (static/sw.js), and
+  // what it and the page showed to others here goes.
+  rememberSignIn(userId)
+    .then(() => forgetOthersShown(userId))
+    .catch(() => {});
   const state = new ChatState(userId);
   const session = new MqttSession({ userId, token, clientId: clientIds.get(userId) });
   let ended = false;
@@ -64,6 +67,7 @@ async function startApp({ token, userId, exp }) {
     stopExpiryTimer();
     unwatch();
     unfollow();
+    stopNotifying();
     // Panels, dialogs, menus and the photo viewer open on top of the app
     // (beside it in <body>) leave with it: signed out by another tab or an
     // expired token, the sign-in page must not show them.
@@ -183,7 +187,7 @@ async function startApp({ token, userId, exp }) {
   const bell = pushButton(api, userId, notify);
   if (bell) inbox.el.querySelector('.sidebar-actions').after(h('div', { class: 'sidebar-push' }, bell));
   const unfollow = followNotificationClicks(go, userId);
-  notifyWhileHidden(session, state, userId, api);
+  const stopNotifying = notifyWhileHidden(session, state, userId, api);
 
   const emptyPane = h(
     'section',

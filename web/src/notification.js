@@ -58,13 +58,23 @@ async function lastShown(caches, userId, tag) {
 }
 
 /**
- * Forgets in caches what was shown (noteShown), at sign-out: which
- * conversations notified, and up to which message, is the user's, not
- * the next one's at this browser to find there.
+ * Forgets in caches what was shown (noteShown), to every user but keep
+ * (none kept when it is null or absent): at sign-out, and at sign-in for
+ * users who left without signing out here (a token that expired while the
+ * browser was closed). Which conversations notified, and up to which
+ * message, is the user's, not the next one's at this browser to find
+ * there.
  */
-export async function forgetShown(caches) {
+export async function forgetShown(caches, keep = null) {
   try {
-    if (caches) await caches.delete(SHOWN_CACHE);
+    if (!caches) return;
+    if (keep === null) {
+      await caches.delete(SHOWN_CACHE);
+      return;
+    }
+    const c = await caches.open(SHOWN_CACHE);
+    const kept = shownKey(keep, '');
+    for (const r of await c.keys()) if (!new URL(r.url).pathname.startsWith(kept)) await c.delete(r);
   } catch {
     // Kept: it holds conversation ids and seqs, no text.
   }

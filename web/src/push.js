@@ -140,11 +140,22 @@ export async function rememberSignIn(userId) {
 }
 
 /**
+ * Signing in as userId: what was shown to anyone else at this browser is
+ * forgotten (forgetShown), theirs to keep only while they are signed in
+ * here; one who did not sign out (a token that expired while the browser
+ * was closed) left it behind. Under the lock the worker notes what it
+ * shows under, so a push of theirs it showed meanwhile leaves nothing.
+ */
+export function forgetOthersShown(userId) {
+  return serially(() => forgetShown(globalThis.caches, userId));
+}
+
+/**
  * Signing out: the notifications shown for the user leave the screen,
  * those this page is still showing too (it waits for them), and the
  * service worker shows none of theirs from then on: next is who is
  * signed in now (null: no one). What was shown is forgotten too
- * (forgetShown). Told before the notifications are read
+ * (forgetShown), but next's. Told before the notifications are read
  * under the lock the worker takes too, so a push it shows after that read
  * is one it knows not to show.
  */
@@ -155,7 +166,7 @@ export async function clearNotifications(next = null) {
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg) return;
     for (const n of await reg.getNotifications()) n.close();
-    await forgetShown(globalThis.caches);
+    await forgetShown(globalThis.caches, next);
   });
 }
 
@@ -265,10 +276,15 @@ function silenced(c, ev, uid) {
  * alert nothing here, chatd pushed them. A large group's message.new
  * carries no time: history tells it (one page for a whole replay) until
  * one of the conversation's comes live on the connection; the ones after
- * it are live too.
+ * it are live too. Nor while another page of the user's at this browser
+ * (a tab, a window) is on screen: the user is in the app there, as when
+ * this page is (onScreenElsewhere). Returns the function that stops it
+ * telling the user's other pages when this one is on screen (signing
+ * out).
  */
 export function notifyWhileHidden(session, state, uid, api) {
-  if (!pushSupported()) return;
+  if (!pushSupported()) return () => {};
+  const unhold = holdWhileVisible(visibleLock(uid));
   // Whom the user blocked: chatd never pushes their messages, in a group
   // either, where they still reach this page. Asked when a notification
   // is due (a block made on another device is not announced), and kept
@@ -371,6 +387,9 @@ export function notifyWhileHidden(session, state, uid, api) {
     if (silenced(c, ev, uid) || (await caughtUp(ev)) || stale() || (await blocked(ev.senderId))) return;
     const reg = await navigator.serviceWorker.getRegistration();
     if (!reg || stale()) return;
+    // Another tab or window of the user's is on screen: they are in the
+    // app, where the message is, as when this page is (stale).
+    if (await onScreenElsewhere(uid)) return;
     // A push showed it (or a newer one) while this page's connection was
     // down, or this page before a reload did: the user was alerted.
     if (await shownAlready(reg, `conv-${ev.conversationId}`, uid, ev.seq, globalThis.caches)) return;
@@ -404,6 +423,58 @@ export function notifyWhileHidden(session, state, uid, api) {
       },
     });
     await noteShown(globalThis.caches, `conv-${ev.conversationId}`, uid, ev.seq);
+  }
+
+  return unhold;
+}
+
+// The Web Lock (shared) each page of user uid holds while it is visible
+// (holdWhileVisible), so that their hidden pages know one is on screen.
+const visibleLock = (uid) => `chatd-visible-${uid}`;
+
+/**
+ * Holds the shared Web Lock name while this page is visible, until the
+ * function it returns is called (signing out). Without Web Locks it
+ * holds nothing.
+ */
+function holdWhileVisible(name) {
+  const locks = navigator.locks;
+  if (!locks) return () => {};
+  const doc = document;
+  let release = null;
+  let stopped = false;
+  const update = () => {
+    const visible = !stopped && doc.visibilityState === 'visible';
+    if (visible && !release) {
+      const held = new Promise((r) => (release = r));
+      locks.request(name, { mode: 'shared' }, () => held).catch(() => {});
+    } else if (!visible && release) {
+      release();
+      release = null;
+    }
+  };
+  doc.addEventListener('visibilitychange', update);
+  update();
+  return () => {
+    stopped = true;
+    update();
+    doc.removeEventListener('visibilitychange', update);
+  };
+}
+
+/**
+ * Whether another page where user uid is signed in at this browser is on
+ * screen (it holds visibleLock(uid)): the service worker leaves a push to
+ * a page on screen, and a hidden page leaves its alert to it the same
+ * way: the user is in the app, where the message shows. Not known (no
+ * Web Locks), it is not.
+ */
+async function onScreenElsewhere(uid) {
+  try {
+    const snapshot = navigator.locks?.query ? await navigator.locks.query() : null;
+    return Boolean(snapshot?.held?.some((l) => l.name === visibleLock(uid)));
+  } catch {
+    return false;
   }
 }
 

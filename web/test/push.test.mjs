@@ -5,8 +5,8 @@
 // localStorage and document. Run: node --test web/test/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { clearNotifications, disablePush, enablePush, notifyWhileHidden } from '../src/push.js';
-import { replaceText } from '../src/notification.js';
+import { clearNotifications, disablePush, enablePush, forgetOthersShown, notifyWhileHidden } from '../src/push.js';
+import { noteShown, replaceText } from '../src/notification.js';
 import { ChatState } from '../src/store/state.js';
 import { Sync } from '../src/store/sync.js';
 
@@ -35,7 +35,7 @@ function hiddenPage() {
   globalThis.window = globalThis;
   globalThis.PushManager = class {};
   globalThis.Notification = { permission: 'granted' };
-  globalThis.document = { visibilityState: 'hidden' };
+  globalThis.document = Object.assign(new EventTarget(), { visibilityState: 'hidden' });
   const store = new Map([[`chatd.pushDevice.${ME}`, '7']]);
   globalThis.localStorage = { getItem: (k) => store.get(k) ?? null, setItem: (k, v) => store.set(k, String(v)), removeItem: (k) => store.delete(k) };
   const undo = () => {
@@ -78,6 +78,12 @@ function memoryCaches() {
         async match(k) {
           return entries.has(name + k) ? new Response(entries.get(name + k)) : undefined;
         },
+        async keys() {
+          return [...entries.keys()].filter((k) => k.startsWith(name + '/')).map((k) => new Request(new URL(k.slice(name.length), 'http://chatd.test/')));
+        },
+        async delete(r) {
+          return entries.delete(name + (typeof r === 'string' ? r : new URL(r.url).pathname));
+        },
       };
     },
     async delete(name) {
@@ -86,6 +92,39 @@ function memoryCaches() {
     },
   };
   return entries;
+}
+
+/**
+ * Web Locks of one origin, as its pages and the service worker share
+ * them: an exclusive request waits for the one before it of its name, a
+ * shared one is granted at once (none here shares a name with an
+ * exclusive one); query tells what is held.
+ */
+function memoryLocks() {
+  const held = [];
+  const tails = new Map();
+  return {
+    async request(name, opts, fn) {
+      if (typeof opts === 'function') [fn, opts] = [opts, {}];
+      const mode = opts.mode || 'exclusive';
+      const before = (mode === 'exclusive' && tails.get(name)) || Promise.resolve();
+      let done;
+      const mine = new Promise((r) => (done = r));
+      if (mode === 'exclusive') tails.set(name, before.then(() => mine));
+      await before;
+      const lock = { name, mode };
+      held.push(lock);
+      try {
+        return await fn(lock);
+      } finally {
+        held.splice(held.indexOf(lock), 1);
+        done();
+      }
+    },
+    async query() {
+      return { held: held.map((l) => ({ ...l })), pending: [] };
+    },
+  };
 }
 
 /** Runs the page's serialised notification work. */
@@ -324,6 +363,66 @@ test('signing out forgets which conversations notified and up to which message, 
     assert.deepEqual([...entries.keys()].filter((k) => k.startsWith('chatd-shown/')), [], 'what was shown outlived the sign-out');
   } finally {
     delete globalThis.caches;
+    page.undo();
+  }
+});
+
+test('signing in forgets what was shown at this browser to anyone else (a user whose token expired while the browser was closed never signed out), and keeps what was shown to the user', async () => {
+  const page = hiddenPage();
+  const entries = memoryCaches();
+  try {
+    // User 8 was shown messages of conversations 5 and 9 here, the user
+    // signing in message 4 of conversation 5 (before a reload).
+    await noteShown(globalThis.caches, 'conv-5', 8, 3);
+    await noteShown(globalThis.caches, 'conv-9', 8, 6);
+    await noteShown(globalThis.caches, 'conv-5', ME, 4);
+    await forgetOthersShown(ME);
+    assert.deepEqual([...entries.keys()].filter((k) => k.includes('/8/')), [], 'what was shown to the user signed in before stayed');
+    const group = unreadGroup(5);
+    const { deliver } = notifying({ conv: () => group });
+    deliver(4, 'again');
+    deliver(5, 'next');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['next'], "the user's own record went too");
+  } finally {
+    delete globalThis.caches;
+    page.undo();
+  }
+});
+
+test("a hidden tab does not alert while another tab of the user's at this browser is on screen (they are in the app there), and does once none is", async () => {
+  const page = hiddenPage();
+  navigator.locks = memoryLocks();
+  try {
+    const group = unreadGroup(5);
+    // The other tab, on screen: a page of its own, which notifies nothing.
+    const hidden = globalThis.document;
+    const other = Object.assign(new EventTarget(), { visibilityState: 'visible' });
+    globalThis.document = other;
+    const stopOther = notifyWhileHidden(new EventTarget(), { conv: () => group }, ME);
+    globalThis.document = hidden;
+    const { deliver } = notifying({ conv: () => group });
+    deliver(1, 'read there');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), [], 'the hidden tab alerted while the other was on screen');
+    const show = (state) => {
+      other.visibilityState = state;
+      other.dispatchEvent(new Event('visibilitychange'));
+    };
+    show('hidden');
+    deliver(2, 'both hidden');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['both hidden']);
+    show('visible');
+    deliver(3, 'on screen again');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['both hidden']);
+    // Signed out there (the page stays on screen, at the sign-in form).
+    stopOther();
+    deliver(4, 'signed out there');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['both hidden', 'signed out there']);
+  } finally {
     page.undo();
   }
 });
