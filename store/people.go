@@ -645,18 +645,31 @@ func applyReadPrivacy(evs []chat.Event, hidden map[int64][]int64) {
 	}
 }
 
-// The members page cursor: role rank, joined_at (unix micros), user id.
-func encodeMembersCursor(rank int, at time.Time, user int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(rank) + ":" + strconv.FormatInt(at.UnixMicro(), 10) + ":" + strconv.FormatInt(user, 10)))
+// The members page cursor: role rank, joined_at (unix micros), user id,
+// and the conversation it pages, so that a cursor of one conversation is
+// refused on another (it would page that one from a position it never
+// had) as a malformed one is. A cursor of three fields, made before the
+// conversation was in it, is still taken on any conversation: a client may
+// hold one across an upgrade, and cannot be told which it paged.
+func encodeMembersCursor(conversationID int64, rank int, at time.Time, user int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(rank) + ":" + strconv.FormatInt(at.UnixMicro(), 10) + ":" +
+		strconv.FormatInt(user, 10) + ":" + strconv.FormatInt(conversationID, 10)))
 }
 
-func decodeMembersCursor(c string) (int, time.Time, int64, error) {
-	bad := chat.Errorf(chat.CodeInvalid, "cursor is not one this server returned")
+func decodeMembersCursor(conversationID int64, c string) (int, time.Time, int64, error) {
+	bad := chat.Errorf(chat.CodeInvalid, "cursor is not one this server returned for conversation %d", conversationID)
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
 		return 0, time.Time{}, 0, bad
 	}
 	parts := strings.Split(string(raw), ":")
+	if len(parts) == 4 {
+		conv, err := strconv.ParseInt(parts[3], 10, 64)
+		if err != nil || conv != conversationID {
+			return 0, time.Time{}, 0, bad
+		}
+		parts = parts[:3]
+	}
 	if len(parts) != 3 {
 		return 0, time.Time{}, 0, bad
 	}
