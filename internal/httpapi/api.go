@@ -259,7 +259,8 @@ func (a *API) serveEndpoint(e *endpoint) http.Handler {
 				return
 			}
 		}
-		if _, given := r.Header[idempotencyKeyHeader]; given && e.Key == KeyRefused {
+		// Empty counts as absent, as on the routes that honour it.
+		if e.Key == KeyRefused && r.Header.Get(idempotencyKeyHeader) != "" {
 			a.writeError(w, r, e.name(), user, chat.Errorf(chat.CodeInvalid,
 				"%s %s takes no %s: a repeat of it may do more than the first, which no key prevents (docs/http.md, Repeating a request); nothing was done",
 				e.Method, e.Path, idempotencyKeyHeader))
