@@ -727,9 +727,11 @@ func (s *Service) OpenAttachment(ctx context.Context, userID int64, id string, t
 	if err != nil {
 		return Download{}, err
 	}
+	// An id of another shape is malformed input, 400 as on every route
+	// (an upload's too): a 404 would tell a client that mangled the id
+	// (a path built wrong, a truncated link) that the file is gone.
 	if err := ValidateUploadID("attachment id", id); err != nil {
-		// Not an id chatd hands out: no such attachment.
-		return Download{}, Errorf(CodeNotFound, "no attachment %q", truncate(id, 40))
+		return Download{}, err
 	}
 	return a.OpenAttachment(ctx, userID, id, thumbnail)
 }

@@ -903,7 +903,7 @@ func (s *Store) MembersPage(ctx context.Context, conversationID, userID int64, l
 	rank, at, after := -1, time.Unix(0, 0), int64(0)
 	if cursor != "" {
 		var err error
-		if rank, at, after, err = decodeMembersCursor(cursor); err != nil {
+		if rank, at, after, err = decodeMembersCursor(conversationID, cursor); err != nil {
 			return chat.MembersPage{}, err
 		}
 	}
@@ -935,7 +935,7 @@ func (s *Store) MembersPage(ctx context.Context, conversationID, userID int64, l
 		if len(page.Members) > limit {
 			page.Members = page.Members[:limit]
 			last := page.Members[limit-1]
-			page.NextCursor = encodeMembersCursor(ranks[limit-1], last.JoinedAt, last.UserID)
+			page.NextCursor = encodeMembersCursor(conversationID, ranks[limit-1], last.JoinedAt, last.UserID)
 		}
 		conv.Members = page.Members
 		return viewMembers(ctx, tx, &conv, userID)

@@ -534,17 +534,15 @@ func hiddenReaders(ctx context.Context, tx pgx.Tx, users []int64) (map[int64]boo
 	return out, nil
 }
 
-// viewMembers prepares conv's members for viewer: the read watermarks of
-// members whose read receipts are off read 0, and every other member's
-// does when the viewer's are off (reciprocity); a direct conversation gets
-// its PeerID.
+// viewMembers prepares conv's members for viewer (viewWatermarks); a
+// direct conversation gets its PeerID.
 func viewMembers(ctx context.Context, tx pgx.Tx, conv *chat.Conversation, viewer int64) error {
 	for _, m := range conv.Members {
 		if conv.Type == chat.Direct && m.UserID != viewer {
 			conv.PeerID = m.UserID
 		}
 	}
-	return maskReadWatermarks(ctx, tx, conv.Members, viewer)
+	return viewWatermarks(ctx, tx, conv.Members, viewer)
 }
 
 // viewMember is viewMembers for a reply that carries one member (a role
@@ -552,17 +550,26 @@ func viewMembers(ctx context.Context, tx pgx.Tx, conv *chat.Conversation, viewer
 // shows it as the conversation does.
 func viewMember(ctx context.Context, tx pgx.Tx, m *chat.Member, viewer int64) error {
 	ms := []chat.Member{*m}
-	if err := maskReadWatermarks(ctx, tx, ms, viewer); err != nil {
+	if err := viewWatermarks(ctx, tx, ms, viewer); err != nil {
 		return err
 	}
 	*m = ms[0]
 	return nil
 }
 
-// maskReadWatermarks zeroes the read watermarks viewer may not see: a
-// member's whose read receipts are off, and, when viewer's are off, every
-// other member's (reciprocity).
-func maskReadWatermarks(ctx context.Context, tx pgx.Tx, ms []chat.Member, viewer int64) error {
+// viewWatermarks shows viewer the members' watermarks. A delivered
+// watermark is at least its member's read one, what was read was
+// delivered: a member's own entries move their read watermark alone
+// (chat_send_batch), and a delivered one below it would read as "read but
+// not delivered". So it is counted for the other members' lowest
+// watermarks (history, the inbox: peerReadSQL) and "seen by"
+// (deliveredTo). Not for a member whose read receipts are off, shown to
+// someone else: their reading must not show through their delivered
+// watermark, which is then what their sessions acknowledged. Then the
+// read watermarks viewer may not see read 0: a member's whose read
+// receipts are off, and, when viewer's are off, every other member's
+// (reciprocity).
+func viewWatermarks(ctx context.Context, tx pgx.Tx, ms []chat.Member, viewer int64) error {
 	ids := make([]int64, 0, len(ms)+1)
 	for _, m := range ms {
 		ids = append(ids, m.UserID)
@@ -573,6 +580,9 @@ func maskReadWatermarks(ctx context.Context, tx pgx.Tx, ms []chat.Member, viewer
 	}
 	for i := range ms {
 		m := &ms[i]
+		if m.UserID == viewer || !hidden[m.UserID] {
+			m.LastDeliveredSeq = max(m.LastDeliveredSeq, m.LastReadSeq)
+		}
 		if m.UserID != viewer && (hidden[viewer] || hidden[m.UserID]) {
 			m.LastReadSeq = 0
 		}
@@ -645,18 +655,31 @@ func applyReadPrivacy(evs []chat.Event, hidden map[int64][]int64) {
 	}
 }
 
-// The members page cursor: role rank, joined_at (unix micros), user id.
-func encodeMembersCursor(rank int, at time.Time, user int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(rank) + ":" + strconv.FormatInt(at.UnixMicro(), 10) + ":" + strconv.FormatInt(user, 10)))
+// The members page cursor: role rank, joined_at (unix micros), user id,
+// and the conversation it pages, so that a cursor of one conversation is
+// refused on another (it would page that one from a position it never
+// had) as a malformed one is. A cursor of three fields, made before the
+// conversation was in it, is still taken on any conversation: a client may
+// hold one across an upgrade, and cannot be told which it paged.
+func encodeMembersCursor(conversationID int64, rank int, at time.Time, user int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(rank) + ":" + strconv.FormatInt(at.UnixMicro(), 10) + ":" +
+		strconv.FormatInt(user, 10) + ":" + strconv.FormatInt(conversationID, 10)))
 }
 
-func decodeMembersCursor(c string) (int, time.Time, int64, error) {
-	bad := chat.Errorf(chat.CodeInvalid, "cursor is not one this server returned")
+func decodeMembersCursor(conversationID int64, c string) (int, time.Time, int64, error) {
+	bad := chat.Errorf(chat.CodeInvalid, "cursor is not one this server returned for conversation %d", conversationID)
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
 		return 0, time.Time{}, 0, bad
 	}
 	parts := strings.Split(string(raw), ":")
+	if len(parts) == 4 {
+		conv, err := strconv.ParseInt(parts[3], 10, 64)
+		if err != nil || conv != conversationID {
+			return 0, time.Time{}, 0, bad
+		}
+		parts = parts[:3]
+	}
 	if len(parts) != 3 {
 		return 0, time.Time{}, 0, bad
 	}

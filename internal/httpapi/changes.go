@@ -65,11 +65,41 @@ func idempotencyKey(r *http.Request) (string, error) {
 // the header: the service's refusal would name clientMsgId, the RPC
 // field, which an HTTP caller never sent.
 func idempotencyHeader(r *http.Request) (string, error) {
-	k := r.Header.Get("Idempotency-Key")
+	k := r.Header.Get(idempotencyKeyHeader)
 	if k == "" {
 		return "", nil
 	}
-	return chat.ValidateUUID("Idempotency-Key", k)
+	return chat.ValidateUUID(idempotencyKeyHeader, k)
+}
+
+// idempotencyKeyHeader is the header's name, canonical as net/http keys
+// r.Header.
+const idempotencyKeyHeader = "Idempotency-Key"
+
+// keyFromHeader reads the Idempotency-Key header of a send or an edit,
+// whose key is the body's clientMsgId: the two name one key. Without a
+// clientMsgId the header is the key; with both, they must be the same
+// key, or the request is refused: a client that sends the header with a
+// new clientMsgId on each retry believes its retries safe, and each would
+// be a new message.
+func keyFromHeader(r *http.Request, clientMsgID *string) error {
+	h, err := idempotencyHeader(r)
+	if err != nil || h == "" {
+		return err
+	}
+	if *clientMsgID == "" {
+		*clientMsgID = h
+		return nil
+	}
+	k, err := chat.ValidateUUID("clientMsgId", *clientMsgID)
+	if err != nil {
+		return err
+	}
+	if k != h {
+		return chat.Errorf(chat.CodeInvalid, "the %s header (%s) and clientMsgId (%s) differ: they are one key, send it in either or the same in both",
+			idempotencyKeyHeader, h, k)
+	}
+	return nil
 }
 
 func bindEdit(a *API, w http.ResponseWriter, r *http.Request, p *changeParams) error {
@@ -84,7 +114,7 @@ func bindEdit(a *API, w http.ResponseWriter, r *http.Request, p *changeParams) e
 		return err
 	}
 	p.ClientMsgID, p.Body = body.ClientMsgID, body.Body
-	return nil
+	return keyFromHeader(r, &p.ClientMsgID)
 }
 
 func bindRecall(a *API, w http.ResponseWriter, r *http.Request, p *changeParams) error {

@@ -24,6 +24,10 @@
 //     single JSON object with known fields only, Content-Type must be JSON
 //     when given (415 otherwise), path ids are positive int64s and query
 //     parameters are known, single and non-negative integers (400 otherwise).
+//   - Each route honours an Idempotency-Key header, needs none (a repeat
+//     does nothing more), or refuses one (400: no key makes its repeat
+//     safe): Route.Key, which docs/openapi.yaml's Idempotency-Key
+//     parameters follow (a test fails when they differ).
 //   - Every answer, error or success, says Cache-Control no-store (private,
 //     no-cache with an ETag), X-Content-Type-Options nosniff,
 //     X-Frame-Options DENY and Content-Security-Policy "default-src 'none';

@@ -37,7 +37,10 @@ type SendReply struct {
 }
 
 func bindSend(a *API, w http.ResponseWriter, r *http.Request, p *sendParams) error {
-	return a.bindConversationBody(w, r, &p.ConversationID, &p.SendPayload)
+	if err := a.bindConversationBody(w, r, &p.ConversationID, &p.SendPayload); err != nil {
+		return err
+	}
+	return keyFromHeader(r, &p.ClientMsgID)
 }
 
 // send commits a message through the same Service.Send as MQTT, so a

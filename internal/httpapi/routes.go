@@ -15,28 +15,50 @@ type Route struct {
 	Method string
 	Path   string
 	RPC    string
+	// Key is what the route does with an Idempotency-Key header.
+	Key KeyUse
 }
+
+// KeyUse is what a route does with an Idempotency-Key header
+// (docs/http.md, "Repeating a request"). A client that sends one believes
+// its retry safe: no route takes one and lets that belief be wrong.
+type KeyUse int
+
+const (
+	// KeyNotNeeded: a GET, or a change a repeat of which does nothing
+	// more than the first did, key or not (a read receipt, a PUT that
+	// replaces, an add of a member already in). The header is not read.
+	KeyNotNeeded KeyUse = iota
+	// KeyHonoured: a repeat with the key the first carried answers the
+	// first's outcome and does nothing more (over RPC the key is the
+	// payload's clientMsgId).
+	KeyHonoured
+	// KeyRefused: a repeat may do more than the first, which no key can
+	// prevent (a token revocation revokes the tokens issued since): the
+	// header is 400 invalid, naming it, and nothing is done.
+	KeyRefused
+)
 
 // endpoints is the route table, the single place that says which operation
 // answers which route and RPC method. Routes exposes it so the OpenAPI test
 // can compare it with docs/openapi.yaml.
 var endpoints = []endpoint{
-	operation(http.MethodPost, "/v1/conversations", "conversation.create", bindCreateConversation, createConversation),
+	operation(http.MethodPost, "/v1/conversations", "conversation.create", bindCreateConversation, createConversation).keyed(),
 	operation(http.MethodPost, "/v1/direct/{peerId}", "direct.open", bindOpenDirect, openDirect),
 	operation(http.MethodGet, "/v1/conversations/{id}", "conversation.get", bindGetConversation, getConversation),
 	operation(http.MethodPost, "/v1/conversations/{id}/members", "members.add", bindAddMember, addMember),
 	operation(http.MethodDelete, "/v1/conversations/{id}/members/{userId}", "members.remove", bindRemoveMember, removeMember),
-	operation(http.MethodPost, "/v1/conversations/{id}/messages", "send", bindSend, send),
+	operation(http.MethodPost, "/v1/conversations/{id}/messages", "send", bindSend, send).keyed(),
 	operation(http.MethodGet, "/v1/conversations/{id}/messages", "history", bindHistory, history).takes("beforeSeq", "afterSeq", "limit"),
-	operation(http.MethodPatch, "/v1/conversations/{id}/messages/{seq}", "message.edit", bindEdit, editMessage),
-	operation(http.MethodDelete, "/v1/conversations/{id}/messages/{seq}", "message.recall", bindRecall, recallMessage),
-	operation(http.MethodPut, "/v1/conversations/{id}/messages/{seq}/reactions/{emoji}", "reaction.set", bindReaction(true), setReaction),
-	operation(http.MethodDelete, "/v1/conversations/{id}/messages/{seq}/reactions/{emoji}", "", bindReaction(false), setReaction),
+	operation(http.MethodPatch, "/v1/conversations/{id}/messages/{seq}", "message.edit", bindEdit, editMessage).keyed(),
+	operation(http.MethodDelete, "/v1/conversations/{id}/messages/{seq}", "message.recall", bindRecall, recallMessage).keyed(),
+	operation(http.MethodPut, "/v1/conversations/{id}/messages/{seq}/reactions/{emoji}", "reaction.set", bindReaction(true), setReaction).keyed(),
+	operation(http.MethodDelete, "/v1/conversations/{id}/messages/{seq}/reactions/{emoji}", "", bindReaction(false), setReaction).keyed(),
 	operation(http.MethodPost, "/v1/conversations/{id}/read", "read", bindRead, markRead),
 	operation(http.MethodGet, "/v1/conversations/{id}/messages/{seq}/seen", "seen", bindSeen, seen),
 	operation(http.MethodGet, "/v1/inbox", "inbox", bindInbox, inbox).takes("limit", "cursor"),
 	operation(http.MethodGet, "/v1/users/{id}/presence", "presence", bindUserID("id"), userPresence),
-	operation(http.MethodPost, "/v1/uploads", "upload.create", bindCreateUpload, createUpload),
+	operation(http.MethodPost, "/v1/uploads", "upload.create", bindCreateUpload, createUpload).keyed(),
 	operation(http.MethodGet, "/v1/uploads/{id}", "upload.get", bindUploadID, getUpload),
 	stream(http.MethodPut, "/v1/uploads/{id}", putUpload),
 	operation(http.MethodPost, "/v1/uploads/{id}/complete", "upload.complete", bindUploadID, completeUpload),
@@ -52,7 +74,7 @@ var endpoints = []endpoint{
 	operation(http.MethodPut, "/v1/me", "me.update", bindProfile, setMe),
 	operation(http.MethodGet, "/v1/me/settings", "settings.get", bindNone, getUserSettings),
 	operation(http.MethodPut, "/v1/me/settings", "settings.update", bindUserSettings, setUserSettings),
-	operation(http.MethodPost, "/v1/me/tokens/revoke", chat.RPCRevokeTokens, bindNone, revokeTokens),
+	operation(http.MethodPost, "/v1/me/tokens/revoke", chat.RPCRevokeTokens, bindNone, revokeTokens).refusesKey(),
 	operation(http.MethodGet, "/v1/me/blocks", "blocks.list", bindNone, listBlocks),
 	operation(http.MethodPut, "/v1/me/blocks/{userId}", "block", bindUserID("userId"), block),
 	operation(http.MethodDelete, "/v1/me/blocks/{userId}", "unblock", bindUserID("userId"), unblock),
@@ -109,6 +131,20 @@ type endpoint struct {
 // takes none.
 func (e endpoint) takes(names ...string) endpoint {
 	e.query = names
+	return e
+}
+
+// keyed marks a route whose binder reads the Idempotency-Key header and
+// honours it (KeyHonoured).
+func (e endpoint) keyed() endpoint {
+	e.Key = KeyHonoured
+	return e
+}
+
+// refusesKey marks a route a repeat of which may do more than the first,
+// whatever key it carries (KeyRefused).
+func (e endpoint) refusesKey() endpoint {
+	e.Key = KeyRefused
 	return e
 }
 
