@@ -358,8 +358,8 @@ func (d *dispatcher) joinsNow(conv, seq int64) bool {
 		if d.c.life.Err() != nil {
 			return false // closed: nothing more is handed on
 		}
-		if stoppedBy(err) {
-			return true
+		if d.c.Err() != nil {
+			return true // stopped (not err's chain: see historyPage)
 		}
 		if fillRefused(err) {
 			return false
@@ -654,7 +654,14 @@ func (d *dispatcher) historyPage(conv int64, o HistoryOptions) ([]Message, error
 		if d.c.life.Err() != nil {
 			return nil, ErrClosed
 		}
-		if stoppedBy(err) || fillRefused(err) {
+		// Client.Err, not err's chain: a call that timed out while a
+		// client with TokenFunc reconnects wraps the last attempt's
+		// refusal, which matches ErrUnauthorized, though the next token
+		// may be accepted and the fill go on.
+		if stop := d.c.Err(); stop != nil {
+			return nil, stop
+		}
+		if fillRefused(err) {
 			return nil, err
 		}
 		d.c.cfg.Logger.Debug("history fill failed; retrying", "conversation", conv, "err", err)
