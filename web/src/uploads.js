@@ -228,8 +228,9 @@ export class Uploader {
     // the upload stays pending (null: the file goes again). Never a
     // second PUT or ticket for bytes the bucket holds.
     const settle = async (t) => {
+      let u;
       try {
-        return whatBecameOf(await complete(t), t, file, 'The upload');
+        u = await complete(t);
       } catch (e) {
         if (e.status === 404 || e.status === 410) return null; // deleted after upload_ttl, bytes and all
         if (e.status !== 400) throw e;
@@ -238,6 +239,7 @@ export class Uploader {
         if ((await get(t))?.state === 'pending') return null;
         throw e;
       }
+      return whatBecameOf(u, t, file, 'The upload was interrupted, and');
     };
     const expiring = (t) => Date.parse(t.expiresAt) - Date.now() < 30000;
     return (async () => {
@@ -248,7 +250,7 @@ export class Uploader {
         // as would a PUT to it send the bytes again.
         let a;
         try {
-          a = await (t.sent && t.completeUrl ? settle(t) : read(t, expiring(t) ? undefined : 'The upload'));
+          a = await (t.sent && t.completeUrl ? settle(t) : read(t, expiring(t) ? undefined : 'The upload was interrupted, and'));
         } catch (e) {
           if (!retriable(e)) handle.ticket = handle.ticketKey = null;
           throw e;

@@ -668,6 +668,25 @@ for (const expired of [false, true]) {
   });
 }
 
+test('an object-store upload whose Retry finds it sent already in a message fails saying so, rather than return it or send the file again', async () => {
+  const opened = [];
+  globalThis.XMLHttpRequest = storeXHR(['lost'], opened);
+  const chatd = {
+    complete: (id) => ({ uploadId: id, state: 'attached', seq: 4, attachment: storedAttachment(id) }),
+    get: (id) => ({ uploadId: id, state: 'attached', seq: 4, attachment: storedAttachment(id) }),
+  };
+  try {
+    let { up, file, handle } = await failedFirstTry(storeApi(chatd));
+    handle = retryHandle(handle);
+    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'gone' && /^The upload was interrupted, and the file was sent already/.test(e.message));
+    assert.deepEqual(opened, ['https://store.example/u1']);
+    assert.equal(chatd.tickets, 1);
+    assert.equal(handle.ticket, null, 'the ticket was kept: Retry would complete it again');
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});
+
 test('an object-store upload whose Retry finds its bytes refused (400, the upload deleted) fails with the refusal, sending nothing again', async () => {
   const opened = [];
   globalThis.XMLHttpRequest = storeXHR(['lost'], opened);
