@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -134,11 +135,14 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 	// ask again (rate limited, chatd busy) is asked again then, within
 	// the attempts.
 	// sent: a PUT of the bytes went to t's URL, and may have got through
-	// with its answer lost.
-	sent := false
+	// with its answer lost. inBucket: every byte of one went to t's
+	// object-store URL (or the store answered it 2xx), the store's answer
+	// or the completion's lost: the bucket may hold them, which chatd
+	// learns of from the completion only.
+	sent, inBucket := false, false
 	newTicket := func() error {
 		params["clientMsgId"] = uuid.NewString()
-		sent = false
+		sent, inBucket = false, false
 		for n := 1; ; n++ {
 			err := c.call(ctx, "upload.create", params, &t, true)
 			if n >= attempts || !c.askAgainLater(ctx, n, err) {
@@ -162,6 +166,14 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 			if !sleepCtx(ctx, c.retryDelay(attempt, last)) {
 				return Attachment{}, fmt.Errorf("upload %s: %w (last attempt: %w)", name, ctx.Err(), last)
 			}
+			if inBucket {
+				// Completed, before or after the URL expired, they are
+				// neither sent again nor charged again on a new ticket.
+				if a, done, err := c.settle(ctx, t, src.size, ctype, attempts); err != nil || done {
+					return a, err
+				}
+				sent, inBucket = false, false // they never arrived
+			}
 			if !stored && time.Until(t.ExpiresAt) < 30*time.Second {
 				// A PUT that failed may have stored the file, its answer
 				// lost: a new ticket would upload it again, a second blob
@@ -182,7 +194,7 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 			err = c.call(ctx, "upload.get", map[string]any{"uploadId": t.UploadID}, &up, true)
 		} else {
 			sent = true
-			up, err = c.putBytes(ctx, t, src, o.Progress)
+			up, err = c.putBytes(ctx, t, src, o.Progress, &inBucket)
 		}
 		if err == nil {
 			if up.Attachment == nil {
@@ -274,6 +286,49 @@ func (c *Client) readExpired(ctx context.Context, t chat.UploadTicket, size int6
 	}
 }
 
+// settle completes the upload of object-store ticket t, every byte of
+// which went to its URL on an attempt before, the store's answer or the
+// completion's lost: chatd answers the completion after t's URL expired
+// too, so bytes the store took are completed, never sent nor charged
+// again. Done with the attachment once complete with the file (as
+// readExpired checks it); not done when nothing is under the URL (400,
+// the upload still pending) or the upload went, bytes and all (404, 410:
+// deleted after upload_ttl), for the bytes to go again; an error
+// otherwise (a 400 whose upload is gone: chatd refused the bytes). A
+// refusal for now is asked again as a ticket is.
+func (c *Client) settle(ctx context.Context, t chat.UploadTicket, size int64, declared string, attempts int) (Attachment, bool, error) {
+	var up uploadState
+	var err error
+	for n := 1; ; n++ {
+		err = c.call(ctx, "upload.complete", map[string]any{"uploadId": t.UploadID}, &up, true)
+		if n >= attempts || !c.askAgainLater(ctx, n, err) {
+			break
+		}
+	}
+	var ce *Error
+	switch {
+	case err == nil:
+		if up.State == "complete" && up.Attachment != nil && up.Attachment.Size == size && sameKind(up.Attachment.ContentType, declared) {
+			return *up.Attachment, true, nil
+		}
+		// Not the upload this file made, or no longer waiting to be
+		// sent: readExpired says which.
+		return c.readExpired(ctx, t, size, declared, attempts)
+	case errors.Is(err, ErrNotFound), errors.As(err, &ce) && ce.Code == "gone":
+		return Attachment{}, false, nil
+	case errors.As(err, &ce) && ce.Code == "invalid":
+		// Nothing under the URL (the upload stays pending), or bytes of
+		// another size (a refusal: the upload is deleted).
+		st, gerr := callFor[uploadState](ctx, c, "upload.get", map[string]any{"uploadId": t.UploadID}, true)
+		if gerr == nil && st.State == "pending" {
+			return Attachment{}, false, nil
+		}
+		return Attachment{}, false, fmt.Errorf("upload %s: complete the bytes sent before: %w", t.UploadID, err)
+	default:
+		return Attachment{}, false, fmt.Errorf("upload %s: complete the bytes sent before: %w", t.UploadID, err)
+	}
+}
+
 // sameKind: chatd serves an upload as its declared type, or as what its
 // bytes are when their signature names another type of the same kind (a
 // PNG declared as image/jpeg), never of another kind (media.Sniff).
@@ -301,8 +356,10 @@ func retryableUpload(err error) bool {
 }
 
 // putBytes sends the bytes where the ticket says and, for an object
-// store, completes the upload.
-func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source, progress func(int64, int64)) (uploadState, error) {
+// store, completes the upload. *inBucket is set once the store may hold
+// them: it answered 2xx, or its transport sent every byte, whatever
+// became of the answer.
+func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source, progress func(int64, int64), inBucket *bool) (uploadState, error) {
 	body, err := src.open()
 	if err != nil {
 		return uploadState{}, err
@@ -311,6 +368,15 @@ func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source,
 		body = &progressReader{r: body, total: src.size, fn: progress}
 	}
 	own := strings.HasPrefix(t.URL, "/")
+	counted := &countingReader{r: body}
+	body = counted
+	if !own {
+		defer func() {
+			if counted.n.Load() >= src.size {
+				*inBucket = true
+			}
+		}()
+	}
 	url := t.URL
 	if own {
 		if c.cfg.HTTPURL == "" {
@@ -363,6 +429,9 @@ func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source,
 		}
 		return uploadState{}, &Error{Op: "upload", Code: code, Status: resp.StatusCode, Message: strings.TrimSpace(string(b)),
 			RetryAfter: retryAfterHeader(resp, time.Now())}
+	}
+	if !own {
+		*inBucket = true
 	}
 	var st uploadState
 	if t.CompleteURL != "" {
@@ -450,6 +519,19 @@ func (c *Client) http() *http.Client {
 		c.httpc = &http.Client{Transport: tr}
 	})
 	return c.httpc
+}
+
+// countingReader counts the bytes read from r (by the transport's
+// goroutine, which may still read once the answer came).
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // source is a file Upload can read again from the start.

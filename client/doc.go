@@ -309,7 +309,13 @@
 // it is returned as the lost answer would have been; still pending (the
 // bytes never arrived), a new ticket takes the file; sent already or in
 // use as an avatar (ErrInvalid), recalled or released (ErrGone), Upload
-// fails saying so rather than upload the file a second time. Send it with
+// fails saying so rather than upload the file a second time. With an
+// object store, a PUT that sent every byte (the store's answer or the
+// completion's lost) is followed by the completion alone
+// (upload.complete, which chatd answers after the URL expired too), not
+// by the bytes again: chatd learns of them from it only, and upload.get
+// says pending whatever the bucket holds. Only a completion that finds
+// nothing under the URL (the upload still pending) sends them again. Send it with
 // SendMessage and SendOptions.Attachments (it rides the journal like any
 // message). Events and history carry MsgType and Attachments. Download and
 // DownloadThumbnail fetch one (following an object store's redirect);

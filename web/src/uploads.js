@@ -82,8 +82,8 @@ function retriable(e) {
  * error that says so (410, which keeps no ticket, so Retry uploads it
  * anew).
  */
-function whatBecameOf(u, t, file) {
-  const gone = (why) => new ApiError(410, 'gone', `The upload link expired and ${why}.`);
+function whatBecameOf(u, t, file, lead = 'The upload link expired and') {
+  const gone = (why) => new ApiError(410, 'gone', `${lead} ${why}.`);
   switch (u?.state) {
     case 'pending':
       return null;
@@ -163,9 +163,13 @@ export class Uploader {
    * An upload whose ticket asks for what (a conversation's, an avatar).
    * handle.ticket is kept for a retry: sent again after a network
    * failure (the answer of a PUT that got through may be what was lost),
-   * the upload PUTs the same bytes to the same ticket, which chatd
-   * answers as the first time, rather than asking for a new ticket,
-   * charged again against the day's bytes. handle.ticketKey is the
+   * the upload goes to the same ticket rather than ask for a new one,
+   * charged again against the day's bytes. When every byte went to its
+   * URL before (ticket.sent), what became of them is asked first, and
+   * they go again only if they never arrived: an object store's are
+   * completed (POST completeUrl, before or after expiresAt), chatd's
+   * own read (GET). Otherwise they are PUT again, which chatd answers
+   * as the first time until expiresAt. handle.ticketKey is the
    * ticket request's Idempotency-Key, one per file and ticket: a ticket
    * request that failed (its answer may have been lost while chatd made
    * the upload) is asked again with it, and chatd answers the upload the
@@ -207,25 +211,46 @@ export class Uploader {
         }
       }
     };
-    // What became of the upload of ticket t, whose URL expired (or is
-    // about to) after a PUT or completion that may have got through, its
-    // answer lost: see whatBecameOf.
-    const read = (t) =>
-      patiently(() => this.api.request('GET', `/v1/uploads/${t.uploadId}`, undefined, {}, req)).then(
-        (u) => whatBecameOf(u, t, file),
-        (e) => {
-          if (e.status === 404) return null; // pending, deleted after upload_ttl
-          throw e;
-        },
-      );
+    // What became of the upload of ticket t after a PUT or completion
+    // that may have got through, its answer lost: see whatBecameOf.
+    const get = (t) =>
+      patiently(() => this.api.request('GET', `/v1/uploads/${t.uploadId}`, undefined, {}, req)).catch((e) => {
+        if (e.status === 404) return null; // pending, deleted after upload_ttl
+        throw e;
+      });
+    const read = (t, lead) => get(t).then((u) => u && whatBecameOf(u, t, file, lead));
+    // A completion sent again answers the same upload (docs/http.md).
+    const complete = (t) => patiently(() => this.api.request('POST', t.completeUrl, undefined, {}, { ...req, idempotent: true }));
+    // What became of the bytes of object-store ticket t, every one of
+    // which went to its URL on a try before (t.sent), the store's answer
+    // or the completion's lost: the completion, which chatd answers
+    // after expiresAt too, completes them if they arrived, and otherwise
+    // the upload stays pending (null: the file goes again). Never a
+    // second PUT or ticket for bytes the bucket holds.
+    const settle = async (t) => {
+      let u;
+      try {
+        u = await complete(t);
+      } catch (e) {
+        if (e.status === 404 || e.status === 410) return null; // deleted after upload_ttl, bytes and all
+        if (e.status !== 400) throw e;
+        // 400: nothing under its URL (still pending: the bytes never
+        // arrived), or bytes of another size, a refusal that deleted it.
+        if ((await get(t))?.state === 'pending') return null;
+        throw e;
+      }
+      return whatBecameOf(u, t, file, 'The upload was interrupted, and');
+    };
+    const expiring = (t) => Date.parse(t.expiresAt) - Date.now() < 30000;
     return (async () => {
       let t = handle.ticket;
-      if (t && Date.parse(t.expiresAt) - Date.now() < 30000) {
+      if (t && (t.sent || expiring(t))) {
         // A ticket kept from a failed try: its PUT may have stored the
-        // file, and a new ticket would upload it again, charged again.
+        // file, and a new ticket would upload it again, charged again,
+        // as would a PUT to it send the bytes again.
         let a;
         try {
-          a = await read(t);
+          a = await (t.sent && t.completeUrl ? settle(t) : read(t, expiring(t) ? undefined : 'The upload was interrupted, and'));
         } catch (e) {
           if (!retriable(e)) handle.ticket = handle.ticketKey = null;
           throw e;
@@ -233,10 +258,12 @@ export class Uploader {
         check();
         if (a) {
           handle.ticket = handle.ticketKey = null;
+          onProgress(file.size, file.size);
           return a;
         }
+        t.sent = false; // they never arrived: they go again
       }
-      if (!t || Date.parse(t.expiresAt) - Date.now() < 30000) {
+      if (!t || expiring(t)) {
         if (t) handle.ticketKey = null; // expiring: a new ticket, a new key
         handle.ticket = null;
         handle.ticketKey ??= uuid4();
@@ -277,8 +304,7 @@ export class Uploader {
           return { attachment: a };
         });
         check();
-        // A completion sent again answers the same upload (docs/http.md).
-        const u = t.completeUrl ? await patiently(() => this.api.request('POST', t.completeUrl, undefined, {}, { ...req, idempotent: true })) : put;
+        const u = t.completeUrl ? await complete(t) : put;
         if (!u || !u.attachment) throw new ApiError(500, 'internal', 'the server did not return the attachment');
         return u.attachment;
       } catch (e) {
@@ -311,6 +337,11 @@ export class Uploader {
       xhr.open(t.method || 'PUT', t.url);
       for (const [k, v] of Object.entries(t.headers || {})) xhr.setRequestHeader(k, v);
       if (own) xhr.setRequestHeader('Authorization', `Bearer ${this.api.token}`);
+      // Every byte went: whatever becomes of the answer, they may be
+      // stored, and a retry asks before it sends them again (send).
+      xhr.upload.onload = () => {
+        t.sent = true;
+      };
       xhr.upload.onprogress = (e) => {
         moved();
         onProgress(e.loaded, e.lengthComputable ? e.total : file.size);
@@ -323,6 +354,7 @@ export class Uploader {
           // An object store answers XML (or nothing).
         }
         if (xhr.status >= 200 && xhr.status < 300) {
+          t.sent = true;
           onProgress(file.size, file.size);
           resolve(data);
           return;

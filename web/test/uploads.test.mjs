@@ -537,6 +537,180 @@ for (const [what, upload, says] of [
   });
 }
 
+/**
+ * An object store's stand-in XMLHttpRequest: each PUT sends every byte
+ * (upload.onload), then is answered by the next of answers: 'lost' (the
+ * store took the bytes, its answer cut off), 'cut' (the connection broke
+ * as the last byte went: the store took nothing) or a status (S3 answers
+ * 200 with no JSON). Every URL opened goes to opened, the name of each
+ * object the store took to bucket.
+ */
+function storeXHR(answers, opened, bucket = new Set()) {
+  return class {
+    constructor() {
+      this.upload = {};
+    }
+    open(method, url) {
+      opened.push(url);
+      this.url = url;
+    }
+    setRequestHeader() {}
+    getResponseHeader() {
+      return null;
+    }
+    send() {
+      const answer = answers.shift() ?? 200;
+      setTimeout(() => {
+        this.upload.onload?.();
+        if (answer === 'lost' || answer === 200) bucket.add(this.url.split('/').pop());
+        if (answer === 'lost' || answer === 'cut') return this.onerror(), this.onloadend();
+        this.status = answer;
+        this.responseText = '';
+        this.onload();
+        this.onloadend();
+      }, 0);
+    }
+    abort() {}
+  };
+}
+
+/**
+ * chatd with an object store, for the upload of a.txt: tickets (each one's
+ * upload u1, u2, …; its URL valid 15 minutes), completions and reads
+ * answered by chatd.complete(id) and chatd.get(id), which throw to fail.
+ * chatd.tickets and chatd.completions count the requests.
+ */
+function storeApi(chatd) {
+  chatd.tickets = 0;
+  chatd.completions = 0;
+  return {
+    token: 't',
+    onUnauthorized() {},
+    async request(method, path) {
+      if (method === 'POST' && path === '/v1/uploads') {
+        const id = `u${++chatd.tickets}`;
+        const expiresAt = new Date(Date.now() + 15 * 60000).toISOString();
+        return { uploadId: id, url: `https://store.example/${id}`, method: 'PUT', completeUrl: `/v1/uploads/${id}/complete`, expiresAt };
+      }
+      const m = /^\/v1\/uploads\/(u\d+)(\/complete)?$/.exec(path);
+      assert.ok(m, `${method} ${path}`);
+      if (m[2]) {
+        assert.equal(method, 'POST');
+        chatd.completions++;
+        return chatd.complete(m[1]);
+      }
+      assert.equal(method, 'GET');
+      return chatd.get(m[1]);
+    },
+  };
+}
+
+const storedAttachment = (id) => ({ id, name: 'a.txt', contentType: 'text/plain', size: 3, sha256: 'ab' });
+
+for (const expired of [false, true]) {
+  const when = expired ? 'after its URL expired' : 'while its URL is valid';
+  test(`an object-store upload whose bytes the store took, the completion's answer lost, is completed by its Retry ${when}: no second PUT, no second ticket`, async () => {
+    const opened = [];
+    globalThis.XMLHttpRequest = storeXHR([200], opened);
+    const { ApiError } = await import('../src/api.js');
+    let lose = true;
+    const chatd = {
+      complete(id) {
+        if (lose) throw new ApiError(0, 'network', 'network error: Failed to fetch');
+        return { uploadId: id, state: 'complete', attachment: storedAttachment(id) };
+      },
+      get: (id) => ({ uploadId: id, state: 'pending' }), // chatd knows nothing of the bucket
+    };
+    try {
+      let { up, file, handle } = await failedFirstTry(storeApi(chatd));
+      assert.ok(handle.ticket, 'the ticket was not kept for the retry');
+      lose = false;
+      if (expired) handle.ticket.expiresAt = new Date(Date.now() - 1000).toISOString();
+      handle = retryHandle(handle);
+      let progress = 0;
+      assert.deepEqual(await up.upload(7, file, (sent, total) => (progress = sent / total), handle), storedAttachment('u1'));
+      assert.equal(progress, 1);
+      assert.deepEqual(opened, ['https://store.example/u1'], 'the bytes the store holds were sent again');
+      assert.equal(chatd.tickets, 1, 'a second ticket was asked for: the file charged again against the day\'s bytes');
+      assert.equal(chatd.completions, 2);
+    } finally {
+      delete globalThis.XMLHttpRequest;
+    }
+  });
+
+  test(`an object-store upload whose every byte went, the store's answer lost, is completed by its Retry ${when} when they arrived, sent again when they did not`, async () => {
+    for (const [answer, arrived] of [['lost', true], ['cut', false]]) {
+      const opened = [];
+      const bucket = new Set();
+      globalThis.XMLHttpRequest = storeXHR([answer, 200], opened, bucket);
+      const { ApiError } = await import('../src/api.js');
+      const chatd = {
+        complete(id) {
+          if (!bucket.has(id)) throw new ApiError(400, 'invalid', `upload ${id} has no bytes yet: PUT them to the ticket's url first`);
+          return { uploadId: id, state: 'complete', attachment: storedAttachment(id) };
+        },
+        get: (id) => ({ uploadId: id, state: 'pending' }),
+      };
+      try {
+        let { up, file, handle } = await failedFirstTry(storeApi(chatd));
+        if (expired) handle.ticket.expiresAt = new Date(Date.now() - 1000).toISOString();
+        handle = retryHandle(handle);
+        const a = await up.upload(7, file, () => {}, handle);
+        const want = arrived ? ['u1', 1] : expired ? ['u2', 2] : ['u1', 1];
+        assert.equal(a.id, want[0], `${answer}: the upload retried`);
+        assert.equal(chatd.tickets, want[1], `${answer}: tickets asked for`);
+        const puts = arrived ? ['https://store.example/u1'] : ['https://store.example/u1', `https://store.example/${want[0]}`];
+        assert.deepEqual(opened, puts, `${answer}: the PUTs`);
+      } finally {
+        delete globalThis.XMLHttpRequest;
+      }
+    }
+  });
+}
+
+test('an object-store upload whose Retry finds it sent already in a message fails saying so, rather than return it or send the file again', async () => {
+  const opened = [];
+  globalThis.XMLHttpRequest = storeXHR(['lost'], opened);
+  const chatd = {
+    complete: (id) => ({ uploadId: id, state: 'attached', seq: 4, attachment: storedAttachment(id) }),
+    get: (id) => ({ uploadId: id, state: 'attached', seq: 4, attachment: storedAttachment(id) }),
+  };
+  try {
+    let { up, file, handle } = await failedFirstTry(storeApi(chatd));
+    handle = retryHandle(handle);
+    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'gone' && /^The upload was interrupted, and the file was sent already/.test(e.message));
+    assert.deepEqual(opened, ['https://store.example/u1']);
+    assert.equal(chatd.tickets, 1);
+    assert.equal(handle.ticket, null, 'the ticket was kept: Retry would complete it again');
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});
+
+test('an object-store upload whose Retry finds its bytes refused (400, the upload deleted) fails with the refusal, sending nothing again', async () => {
+  const opened = [];
+  globalThis.XMLHttpRequest = storeXHR(['lost'], opened);
+  const { ApiError } = await import('../src/api.js');
+  const chatd = {
+    complete(id) {
+      throw new ApiError(400, 'invalid', `upload ${id} is 4 bytes, not the declared 3; the upload is deleted`);
+    },
+    get(id) {
+      throw new ApiError(404, 'not_found', `there is no upload ${id}`);
+    },
+  };
+  try {
+    let { up, file, handle } = await failedFirstTry(storeApi(chatd));
+    handle = retryHandle(handle);
+    await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.status === 400 && /not the declared/.test(e.message));
+    assert.deepEqual(opened, ['https://store.example/u1']);
+    assert.equal(chatd.tickets, 1);
+    assert.equal(handle.ticket, null, 'the refused ticket was kept for a retry');
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});
+
 test('an avatar chatd answers busy (503, Retry-After) is not asked for again at every render until the Retry-After has passed', async () => {
   const { userAvatar, useBlobs } = await import('../src/views/format.js');
   const undo = fakeDocument();

@@ -1,0 +1,125 @@
+package client_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/blob/s3fake"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
+	"github.com/chatd/chatd/server"
+)
+
+// storeTookItAnswerLost starts chatd keeping its files in an object store
+// behind a front whose first presigned PUT the store takes, its answer
+// cut off on the way back (the connection dropped), after after ran
+// (given chatd, while the client waits for the answer). A later PUT goes
+// to the store or, to the first one's URL when refused, is answered 403
+// as a store answers a URL that expired. It returns chatd and the count
+// of PUTs the front got.
+func storeTookItAnswerLost(t *testing.T, refused bool, after func(srv *server.Server)) (*server.Server, *atomic.Int32) {
+	t.Helper()
+	fake, err := s3fake.Start("chatd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	target, _ := url.Parse("http://" + fake.Endpoint())
+	rp := httputil.NewSingleHostReverseProxy(target)
+	puts := &atomic.Int32{}
+	var srv atomic.Pointer[server.Server]
+	var first atomic.Value // the first PUT's object
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPut || r.URL.Query().Get("X-Amz-Signature") == "" {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		switch n := puts.Add(1); {
+		case n == 1:
+			first.Store(r.URL.Path)
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			if rec.Code != http.StatusOK {
+				t.Errorf("the store answered the first PUT %d: %s", rec.Code, rec.Body)
+			}
+			after(srv.Load())
+			dropConnection(w)
+		case refused && first.Load() == r.URL.Path:
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>`))
+		default:
+			rp.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(front.Close)
+	srv.Store(testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
+		"CHAT_S3_ENDPOINT": front.Listener.Addr().String(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
+		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}), nil))
+	return srv.Load(), puts
+}
+
+// An upload's bytes go straight to the object store, which took them,
+// but its answer to the PUT was lost (the connection dropped): chatd
+// learns of the bytes from the completion only, which the client never
+// sent. Upload completes them, rather than PUT the file again (before,
+// it sent every byte a second time), or, once the URL expired (the store
+// refuses it), read the upload (pending: chatd knows nothing of the
+// bucket) and take a new ticket, storing the file twice and charging it
+// twice against the day's bytes. One PUT, one upload, charged once,
+// which a message carries.
+func TestAnObjectStoreUploadWhoseStoreAnswerWasLostIsCompletedNotSentAgain(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		what    string
+		expired bool
+	}{{"while its URL is valid", false}, {"after its URL expired", true}} {
+		t.Run(c.what, func(t *testing.T) {
+			t.Parallel()
+			srv, puts := storeTookItAnswerLost(t, c.expired, func(srv *server.Server) {
+				if c.expired {
+					expireURL(t, srv, pendingUpload(t, srv))
+				}
+			})
+			g := groupOf12(t, srv)
+			alice := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+			ctx := ctxFor(t, 30*time.Second)
+			data := []byte("the minutes of the meeting, sent once\n")
+			a, err := alice.Upload(ctx, g.ID, "minutes.txt", bytes.NewReader(data))
+			if err != nil {
+				t.Fatalf("Upload whose bytes the store took, its answer lost: %v", err)
+			}
+			sum := sha256.Sum256(data)
+			if a.Size != int64(len(data)) || a.SHA256 != hex.EncodeToString(sum[:]) {
+				t.Fatalf("Upload returned %+v, want the %d bytes sent", a, len(data))
+			}
+			if n := puts.Load(); n != 1 {
+				t.Errorf("the file was PUT %d times, want once: the store held it after the first", n)
+			}
+			if uploads, charged := uploadsOf(t, srv); uploads != 1 || charged != int64(len(data)) {
+				t.Errorf("one file made %d uploads and charged %d bytes, want 1 and %d", uploads, charged, len(data))
+			}
+			sendUpload(t, ctx, alice, g.ID, a, "send the upload")
+		})
+	}
+}
+
+// pendingUpload is the id of user 1's one pending upload.
+func pendingUpload(t *testing.T, srv *server.Server) string {
+	t.Helper()
+	var id string
+	if err := srv.Pool.QueryRow(t.Context(), `SELECT id FROM attachment WHERE uploader_id = 1 AND state = 'pending'`).Scan(&id); err != nil {
+		t.Errorf("user 1's pending upload: %v", err)
+	}
+	return id
+}
