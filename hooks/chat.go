@@ -305,14 +305,10 @@ func (h *Chat) refuseRate(cl *mqtt.Client, err error, why connectOutcome, user i
 func (h *Chat) refuseWith(cl *mqtt.Client, code packets.Code, why connectOutcome, user int64, props *packets.Properties) error {
 	h.cfg.Metrics.Connects.WithLabelValues(string(why)).Inc()
 	level := slog.LevelInfo
-	if why == connectRateLimited || why == connectBusy {
-		level = slog.LevelDebug // a flood must not flood the log too; counted in chat_rate_limited_total and chat_mqtt_connects_total
+	if quietRefusal(why) {
+		level = slog.LevelDebug
 	}
-	id := cl.ID
-	if len(id) > MaxClientIDLength {
-		id = id[:MaxClientIDLength] + "…"
-	}
-	h.cfg.Logger.Log(context.Background(), level, "connection refused", "client", id, "remote", cl.Net.Remote, "reason", why, "user", user)
+	h.cfg.Logger.Log(context.Background(), level, "connection refused", "client", truncatedID(cl.ID), "remote", cl.Net.Remote, "reason", why, "user", user)
 	_ = h.server.SendConnack(cl, code, false, props)
 	return code
 }
@@ -661,11 +657,15 @@ func subscribedToEvents(cl *mqtt.Client, user int64) bool {
 // (alias.go), a SUBSCRIBE with a Subscription Identifier or one MQTT 5
 // makes a protocol error ends the connection (caps.go), and the retain
 // flag is cleared because chat never retains. A CONNECT's empty password
-// is no password (auth.go).
+// is no password (auth.go), and a CONNECT mochi would refuse itself is
+// answered here with the code MQTT gives its mistake (connectcheck.go).
 func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch pk.FixedHeader.Type {
 	case packets.Connect:
 		emptyPasswordIsNone(&pk)
+		if err := h.refuseBadConnect(cl, pk); err != nil {
+			return pk, err
+		}
 	case packets.Puback:
 		if ci := h.info(cl); ci != nil {
 			h.cfg.Hub.Acked(cl.ID, ci.conn, pk.PacketID)
