@@ -279,6 +279,21 @@ type keepaliveConn interface{ SetKeepalive(time.Duration) }
 // it.
 const MaxClientIDLength = 256
 
+// clientIDTakenCode is the CONNACK for a client id another user holds:
+// the client identifier is valid but not allowed by the server, v5 0x85,
+// 3.1.1 0x02 identifier rejected. The token is good: answering "bad user
+// name or password" (as chatd did) sent a device for a new token, which
+// was refused the same way, again and again.
+func clientIDTakenCode(cl *mqtt.Client) packets.Code {
+	if isV5(cl) {
+		return packets.Code{Code: packets.ErrClientIdentifierNotValid.Code, Reason: clientIDTakenReason}
+	}
+	return packets.Err3ClientIdentifierNotValid
+}
+
+// clientIDTakenReason is the reason string of clientIDTakenCode.
+const clientIDTakenReason = "client identifier not valid: another user's session holds this client id; connect with one of this device's own"
+
 // MaxSessionExpiry bounds how long an offline persistent session (its
 // cursors and subscriptions, in PostgreSQL) is kept.
 const MaxSessionExpiry = 7 * 24 * time.Hour
@@ -384,7 +399,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	if existing, ok := h.server.Clients.Get(cl.ID); ok {
 		if owner, ok := h.UserOf(existing); ok && owner != userID {
-			return h.refuse(cl, packets.ErrBadUsernameOrPassword, connectClientIDTaken, userID)
+			return h.refuse(cl, clientIDTakenCode(cl), connectClientIDTaken, userID)
 		}
 	}
 	persistent, expiry, capped := persistentSession(cl)
@@ -418,7 +433,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		leave()
 		h.releaseConnSlot(cl, userID)
 		if errors.Is(err, chat.ErrClientIDTaken) {
-			return h.refuse(cl, packets.ErrBadUsernameOrPassword, connectClientIDTaken, userID)
+			return h.refuse(cl, clientIDTakenCode(cl), connectClientIDTaken, userID)
 		}
 		h.cfg.Logger.Warn("open session failed", "client", cl.ID, "user", userID, "err", err)
 		return h.refuse(cl, packets.ErrServerUnavailable, connectUnavailable, userID)
