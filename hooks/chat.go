@@ -281,9 +281,9 @@ const MaxClientIDLength = 256
 
 // clientIDTakenCode is the CONNACK for a client id another user holds:
 // the client identifier is valid but not allowed by the server, v5 0x85,
-// 3.1.1 0x02 identifier rejected. The token is good: answering "bad user
-// name or password" (as chatd did) sent a device for a new token, which
-// was refused the same way, again and again.
+// 3.1.1 0x02 identifier rejected. The token is good: "bad user name or
+// password" would send a device for a new token, refused the same way,
+// again and again.
 func clientIDTakenCode(cl *mqtt.Client) packets.Code {
 	if isV5(cl) {
 		return packets.Code{Code: packets.ErrClientIdentifierNotValid.Code, Reason: clientIDTakenReason}

@@ -7,12 +7,12 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// A CONNECT mochi refuses itself (packets.ConnectValidate and the checks
-// of its validateConnect) is refused by it before any hook but this one,
-// OnPacketRead, runs: as a protocol error 0x82 whatever was wrong, which
-// a 3.1.1 client, whose return codes stop at 0x05, got as 0x03 server
-// unavailable ("try again later": a device retried the same CONNECT for
-// ever), and uncounted. badConnect makes the same checks first and
+// mochi refuses a CONNECT that fails its own checks (packets.
+// ConnectValidate and those of its validateConnect) before any hook but
+// OnPacketRead runs, uncounted, and as a protocol error 0x82 whatever was
+// wrong: for a 3.1.1 client, whose return codes stop at 0x05, that becomes
+// 0x03 server unavailable, "try again later", and a device would retry the
+// same CONNECT for ever. badConnect makes the same checks first and
 // refuseBadConnect answers each with the code MQTT gives that mistake,
 // counted by outcome:
 //
@@ -37,9 +37,9 @@ import (
 type connectRefusal struct {
 	code packets.Code
 	why  connectOutcome
-	// version is the protocol version the CONNACK is written in (4: a
-	// 3.1.1 one, 0x00-0x05); 0: none is written, the connection is
-	// closed.
+	// version is the protocol version the CONNACK is written in (4: the
+	// 3.1.1 form, code one of 0x01-0x05); 0: none is written, the
+	// connection is closed.
 	version byte
 }
 
