@@ -3,8 +3,10 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync/atomic"
+	"time"
 )
 
 // MaxConnectSize bounds the CONNECT packet, the first one a connection
@@ -18,7 +20,7 @@ import (
 const MaxConnectSize = 64 << 10
 
 // errConnectTooLarge ends a connection whose first packet announces more
-// than MaxConnectSize.
+// than MaxConnectSize (MQTT 5: after CONNACK 0x95, tooLarge).
 var errConnectTooLarge = errors.New("the CONNECT packet announces more than the connect size limit")
 
 // connectCapped is a connection whose first packet may announce at most
@@ -51,14 +53,17 @@ func (c *connectCapped) Read(p []byte) (int, error) {
 
 // check reads the first packet's fixed header from what the connection
 // gives, as it comes: a type byte, then the remaining length in one to
-// four bytes of seven bits each.
+// four bytes of seven bits each. A CONNECT over MaxConnectSize of MQTT 5
+// is told so (tooLarge) before the connection closes.
 func (c *connectCapped) check(b []byte) error {
+	used := 0
 	for _, x := range b {
 		if c.n == len(c.hdr) {
 			break
 		}
 		c.hdr[c.n] = x
 		c.n++
+		used++
 		if c.n > 1 && x&0x80 == 0 {
 			break
 		}
@@ -73,7 +78,43 @@ func (c *connectCapped) check(b []byte) error {
 		mul += 7
 	}
 	if size > MaxConnectSize {
+		c.tooLarge(b[used:])
 		return fmt.Errorf("%w (%d bytes)", errConnectTooLarge, size)
 	}
 	return nil // a malformed length or another packet first: mochi refuses it
+}
+
+// v5ConnectStart is how an MQTT 5 CONNECT's variable header begins: the
+// protocol name MQTT and level 5.
+var v5ConnectStart = []byte{0, 4, 'M', 'Q', 'T', 'T', 5}
+
+// connackTooLarge is the MQTT 5 CONNACK 0x95 packet too large, without
+// properties.
+var connackTooLarge = []byte{0x20, 3, 0, 0x95, 0}
+
+// tooLarge answers a CONNECT over MaxConnectSize whose first bytes after
+// its fixed header (rest, as far as this read brought them) say MQTT 5
+// with CONNACK 0x95 packet too large, the code MQTT 5 gives a packet over
+// the server's limit: a final answer, where a connection closed without
+// one looks like a network failure to retry. MQTT 3.1.1 has no such code
+// and is closed without a CONNACK, as is a CONNECT whose level has not
+// come yet (a client writes its CONNECT at once).
+func (c *connectCapped) tooLarge(rest []byte) {
+	if len(rest) < len(v5ConnectStart) || string(rest[:len(v5ConnectStart)]) != string(v5ConnectStart) || c.hdr[0] != 0x10 {
+		return
+	}
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	if _, err := c.Conn.Write(connackTooLarge); err != nil {
+		return
+	}
+	// The rest of the CONNECT is on its way: a socket closed with bytes
+	// unread is reset, which can take the CONNACK with it before the
+	// client reads it. So the write side is closed first, and what the
+	// client still sends is read and dropped until it closes too (having
+	// read the CONNACK), for at most a second and a MiB.
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.Conn.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c.Conn, 1<<20))
 }

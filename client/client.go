@@ -59,9 +59,10 @@ type Client struct {
 	conn    *connState    // nil while down
 	changed chan struct{} // closed and replaced on every state change
 	lastErr error         // last connection failure
-	// stopped is set once chatd refused a static Token, or another client
-	// took the session over takeoverLimit times: the client stops
-	// reconnecting, and everything that needs a connection fails with it.
+	// stopped is set once chatd refused a static Token or the client id,
+	// or another client took the session over takeoverLimit times: the
+	// client stops reconnecting, and everything that needs a connection
+	// fails with it.
 	stopped error
 	// takeovers are the times of the recent takeovers (takeoverWindow).
 	takeovers []time.Time
@@ -442,11 +443,17 @@ func (c *Client) onDown() bool {
 
 // onConnectError records a failed attempt. A refused static Token ends
 // the reconnecting: the same token will be refused every time (it is bad,
-// expired, revoked or another user's), and retrying forever would only
-// load chatd. With TokenFunc the next attempt may bring a new token; the
-// refusal is recorded as the last failure, matching ErrUnauthorized, so
-// that AwaitConnection tells a refused token from an unreachable chatd.
+// expired or revoked), and retrying forever would only load chatd. With
+// TokenFunc the next attempt may bring a new token; the refusal is
+// recorded as the last failure, matching ErrUnauthorized, so that
+// AwaitConnection tells a refused token from an unreachable chatd. A
+// refused client id ends it whatever the token: every attempt presents
+// the same one.
 func (c *Client) onConnectError(err error) {
+	if idErr := asClientIDError(err); idErr != nil {
+		c.stopConnecting(err, idErr, "chatd refused the client id; not reconnecting (give this client a ClientID or SessionDir of its own)")
+		return
+	}
 	authErr := asAuthError(err)
 	if authErr == nil || c.cfg.TokenFunc != nil {
 		c.cfg.Logger.Debug("connect to chatd failed", "err", err)
@@ -456,23 +463,33 @@ func (c *Client) onConnectError(err error) {
 		c.recordErr(err)
 		return
 	}
+	c.stopConnecting(err, authErr, "chatd refused the token; not reconnecting (a new client with a valid token sends what is pending)")
+}
+
+// stopConnecting stops the reconnecting for good after err, a refusal
+// stop says the meaning of, told once in the log (msg) and as an error
+// event of stop's code.
+func (c *Client) stopConnecting(err error, stop *Error, msg string) {
 	c.mu.Lock()
 	first := c.stopped == nil
-	c.lastErr, c.stopped = err, authErr
+	c.lastErr, c.stopped = err, stop
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.connStop()
 	if first {
-		c.cfg.Logger.Error("chatd refused the token; not reconnecting (a new client with a valid token sends what is pending)", "err", err)
-		c.disp.push(queued{event: &Event{Type: EventError, Code: "unauthorized", Message: authErr.Error()}})
+		c.cfg.Logger.Error(msg, "err", err)
+		c.disp.push(queued{event: &Event{Type: EventError, Code: stop.Code, Message: stop.Error()}})
 	}
 }
 
 // Err is nil while the client is running. Once chatd refused a static
-// Token (bad, expired, revoked or another user's) it is an *Error matching
+// Token (bad, expired or revoked) it is an *Error matching
 // ErrUnauthorized: the client no longer connects, and its requests and
 // sends fail with that error (sends stay in SessionDir). Events carries an
-// error event with code "unauthorized" at that moment. Once other clients
+// error event with code "unauthorized" at that moment. Once chatd refused
+// the ClientID (another user's, or longer than 256 bytes), with a static
+// Token or a TokenFunc, it is an *Error matching ErrClientIDRejected (code
+// "client_id_rejected"), with the same consequences. Once other clients
 // connecting with the same ClientID took the session over 3 times within
 // a minute, it is an *Error matching ErrTakenOver (code "taken_over"), with
 // the same consequences and an error event of that code.
@@ -497,8 +514,8 @@ func (c *Client) notifyLocked() {
 
 // ready waits until a connection is up and subscribed and returns it.
 // A static Token that chatd refused ends the wait at once with
-// ErrUnauthorized, a client id other clients took with ErrTakenOver: no
-// connection will come.
+// ErrUnauthorized, a client id it refused with ErrClientIDRejected, a
+// client id other clients took with ErrTakenOver: no connection will come.
 func (c *Client) ready(ctx context.Context) (*connState, error) {
 	for {
 		c.mu.Lock()
@@ -550,10 +567,21 @@ func (c *Client) AwaitConnection(ctx context.Context) error {
 
 // asAuthError turns a CONNACK "bad user name or password" / "not
 // authorized" into an *Error matching ErrUnauthorized.
-func asAuthError(err error) error {
+func asAuthError(err error) *Error {
 	var ce *autopaho.ConnackError
 	if errors.As(err, &ce) && (ce.ReasonCode == 0x86 || ce.ReasonCode == 0x87 || ce.ReasonCode == 0x04 || ce.ReasonCode == 0x05) {
-		return &Error{Op: "connect", Code: "unauthorized", Message: "chatd refused the token (bad, expired or for another user)", Reason: ce.ReasonCode}
+		return &Error{Op: "connect", Code: "unauthorized", Message: "chatd refused the token (bad, expired or revoked)", Reason: ce.ReasonCode}
+	}
+	return nil
+}
+
+// asClientIDError turns a CONNACK "client identifier not valid" (3.1.1:
+// identifier rejected) into an *Error matching ErrClientIDRejected.
+func asClientIDError(err error) *Error {
+	var ce *autopaho.ConnackError
+	if errors.As(err, &ce) && (ce.ReasonCode == 0x85 || ce.ReasonCode == 0x02) {
+		return &Error{Op: "connect", Code: "client_id_rejected", Reason: ce.ReasonCode,
+			Message: "chatd refused the client id (another user's, or longer than 256 bytes): give this client a ClientID or SessionDir of its own"}
 	}
 	return nil
 }

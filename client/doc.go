@@ -28,7 +28,11 @@
 // fail with it (unsent changes stay in SessionDir). Use TokenFunc to renew
 // tokens instead: a refused token is then retried with the next one, and
 // AwaitConnection, when its context ends, reports the refusal (an error
-// matching ErrUnauthorized). CONNACK 0x88 (chatd could not check the token now: its
+// matching ErrUnauthorized). A ClientID chatd refuses (CONNACK 0x85:
+// another user's session holds it, or it is longer than 256 bytes) stops
+// the client the same way, with a TokenFunc too, as an *Error matching
+// ErrClientIDRejected (an error event with code "client_id_rejected").
+// CONNACK 0x88 (chatd could not check the token now: its
 // database, or an identity provider's signing keys, unavailable) is no
 // refusal: the client keeps trying. Two clients given one ClientID (a
 // SessionDir is locked against that) take the session from each other:

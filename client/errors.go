@@ -43,6 +43,10 @@ var (
 	ErrUnavailable = errors.New("chatd unavailable")
 	// ErrUnauthorized: the token was refused (CONNACK 0x86/0x87, 401).
 	ErrUnauthorized = errors.New("token refused")
+	// ErrClientIDRejected: chatd refused the client id (CONNACK 0x85:
+	// another user's, or longer than 256 bytes); the client stopped
+	// reconnecting (Client.Err). The token was good.
+	ErrClientIDRejected = errors.New("client id refused")
 	// ErrTakenOver: other clients connecting with the same ClientID took
 	// the session over again and again (DISCONNECT 0x8E, code
 	// taken_over); the client stopped reconnecting (Client.Err).
@@ -125,6 +129,7 @@ var codeClass = map[string]error{
 	"internal":           ErrUnavailable,
 	"unauthorized":       ErrUnauthorized,
 	"taken_over":         ErrTakenOver,
+	"client_id_rejected": ErrClientIDRejected,
 }
 
 // Is reports whether target is the sentinel of e's class.

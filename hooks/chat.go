@@ -279,6 +279,21 @@ type keepaliveConn interface{ SetKeepalive(time.Duration) }
 // it.
 const MaxClientIDLength = 256
 
+// clientIDTakenCode is the CONNACK for a client id another user holds:
+// the client identifier is valid but not allowed by the server, v5 0x85,
+// 3.1.1 0x02 identifier rejected. The token is good: "bad user name or
+// password" would send a device for a new token, refused the same way,
+// again and again.
+func clientIDTakenCode(cl *mqtt.Client) packets.Code {
+	if isV5(cl) {
+		return packets.Code{Code: packets.ErrClientIdentifierNotValid.Code, Reason: clientIDTakenReason}
+	}
+	return packets.Err3ClientIdentifierNotValid
+}
+
+// clientIDTakenReason is the reason string of clientIDTakenCode.
+const clientIDTakenReason = "client identifier not valid: another user's session holds this client id; connect with one of this device's own"
+
 // MaxSessionExpiry bounds how long an offline persistent session (its
 // cursors and subscriptions, in PostgreSQL) is kept.
 const MaxSessionExpiry = 7 * 24 * time.Hour
@@ -305,14 +320,10 @@ func (h *Chat) refuseRate(cl *mqtt.Client, err error, why connectOutcome, user i
 func (h *Chat) refuseWith(cl *mqtt.Client, code packets.Code, why connectOutcome, user int64, props *packets.Properties) error {
 	h.cfg.Metrics.Connects.WithLabelValues(string(why)).Inc()
 	level := slog.LevelInfo
-	if why == connectRateLimited || why == connectBusy {
-		level = slog.LevelDebug // a flood must not flood the log too; counted in chat_rate_limited_total and chat_mqtt_connects_total
+	if quietRefusal(why) {
+		level = slog.LevelDebug
 	}
-	id := cl.ID
-	if len(id) > MaxClientIDLength {
-		id = id[:MaxClientIDLength] + "…"
-	}
-	h.cfg.Logger.Log(context.Background(), level, "connection refused", "client", id, "remote", cl.Net.Remote, "reason", why, "user", user)
+	h.cfg.Logger.Log(context.Background(), level, "connection refused", "client", truncatedID(cl.ID), "remote", cl.Net.Remote, "reason", why, "user", user)
 	_ = h.server.SendConnack(cl, code, false, props)
 	return code
 }
@@ -388,7 +399,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	if existing, ok := h.server.Clients.Get(cl.ID); ok {
 		if owner, ok := h.UserOf(existing); ok && owner != userID {
-			return h.refuse(cl, packets.ErrBadUsernameOrPassword, connectClientIDTaken, userID)
+			return h.refuse(cl, clientIDTakenCode(cl), connectClientIDTaken, userID)
 		}
 	}
 	persistent, expiry, capped := persistentSession(cl)
@@ -422,7 +433,7 @@ func (h *Chat) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		leave()
 		h.releaseConnSlot(cl, userID)
 		if errors.Is(err, chat.ErrClientIDTaken) {
-			return h.refuse(cl, packets.ErrBadUsernameOrPassword, connectClientIDTaken, userID)
+			return h.refuse(cl, clientIDTakenCode(cl), connectClientIDTaken, userID)
 		}
 		h.cfg.Logger.Warn("open session failed", "client", cl.ID, "user", userID, "err", err)
 		return h.refuse(cl, packets.ErrServerUnavailable, connectUnavailable, userID)
@@ -661,11 +672,15 @@ func subscribedToEvents(cl *mqtt.Client, user int64) bool {
 // (alias.go), a SUBSCRIBE with a Subscription Identifier or one MQTT 5
 // makes a protocol error ends the connection (caps.go), and the retain
 // flag is cleared because chat never retains. A CONNECT's empty password
-// is no password (auth.go).
+// is no password (auth.go), and a CONNECT mochi would refuse itself is
+// answered here with the code MQTT gives its mistake (connectcheck.go).
 func (h *Chat) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch pk.FixedHeader.Type {
 	case packets.Connect:
 		emptyPasswordIsNone(&pk)
+		if err := h.refuseBadConnect(cl, pk); err != nil {
+			return pk, err
+		}
 	case packets.Puback:
 		if ci := h.info(cl); ci != nil {
 			h.cfg.Hub.Acked(cl.ID, ci.conn, pk.PacketID)

@@ -44,7 +44,10 @@
 // ends the connection, chatd having no enhanced authentication (a
 // CONNECT naming an Authentication Method is refused: auth.go).
 // Clients see CONNACK codes of their own protocol version only, and 3.1.1
-// clients never get a DISCONNECT (disconnect.go). CONNECT (Sessions.Open)
+// clients never get a DISCONNECT (disconnect.go). A CONNECT mochi would
+// refuse itself, as a protocol error whatever was wrong, is answered in
+// OnPacketRead with the code MQTT gives its mistake, and counted
+// (connectcheck.go): no client's own mistake gets 0x03 "try again later". CONNECT (Sessions.Open)
 // and SUBSCRIBE/UNSUBSCRIBE of a persistent session (its subscriptions
 // are recorded before the acknowledgement) are the exchanges that wait for
 // PostgreSQL on the read goroutine: until their answer the connection has

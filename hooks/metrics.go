@@ -38,6 +38,8 @@ const (
 	connectWillRefused      connectOutcome = "will_refused"
 	connectClientIDInvalid  connectOutcome = "client_id_invalid"
 	connectAuthMethod       connectOutcome = "auth_method"
+	connectProtocolVersion  connectOutcome = "protocol_version"
+	connectMalformed        connectOutcome = "malformed"
 )
 
 // connectOutcomes are exported at 0 from the start: a series born at its
@@ -46,7 +48,7 @@ const (
 var connectOutcomes = []connectOutcome{connectOK, connectRateLimited, connectBusy, connectTooMany,
 	connectBadToken, connectUsernameMismatch, connectTokenRevoked, connectClientIDTaken,
 	connectAuthUnavailable, connectUnavailable, connectClientIDBusy, connectWillRefused,
-	connectClientIDInvalid, connectAuthMethod}
+	connectClientIDInvalid, connectAuthMethod, connectProtocolVersion, connectMalformed}
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {

@@ -8,6 +8,9 @@ import (
 // willReason is the reason string of a CONNACK refusing a Will.
 const willReason = "Will messages are not supported: the server never publishes one (presence reports a device that went away); connect without a Will"
 
+// willRefusal is the v5 CONNACK code refusing a Will.
+var willRefusal = packets.Code{Code: packets.ErrNotAuthorized.Code, Reason: willReason}
+
 // refuseWill returns the CONNACK code for a CONNECT that carries a Will,
 // and ok = false when it carries none.
 //
@@ -24,7 +27,7 @@ func refuseWill(cl *mqtt.Client, pk packets.Packet) (packets.Code, bool) {
 		return packets.Code{}, false
 	}
 	if isV5(cl) {
-		return packets.Code{Code: packets.ErrNotAuthorized.Code, Reason: willReason}, true
+		return willRefusal, true
 	}
 	return packets.Err3NotAuthorized, true
 }
@@ -37,10 +40,11 @@ func clearWill(cl *mqtt.Client) {
 }
 
 // v311ConnackCodes maps the CONNACK refusals sent with MQTT 5 codes
-// (mochi's: a Will asking for retain, 0x9A, or QoS 2, 0x9B; server busy,
-// 0x89; chat's: an invalid client id, 0x85) to the 3.1.1 return codes,
-// which are 0x00-0x05 only: a refused Will is not authorized, a busy
-// server is unavailable, an invalid client id is identifier rejected.
+// (server busy, 0x89; chat's: an invalid client id, 0x85) to the 3.1.1
+// return codes, which are 0x00-0x05 only: a busy server is unavailable, an
+// invalid client id is identifier rejected. A refused Will (mochi's 0x9A
+// retain, 0x9B QoS 2) is not authorized, though refuseBadConnect answers
+// those before mochi would.
 var v311ConnackCodes = map[byte]byte{
 	packets.ErrRetainNotSupported.Code: packets.Err3NotAuthorized.Code,
 	packets.ErrQosNotSupported.Code:    packets.Err3NotAuthorized.Code,
@@ -55,25 +59,12 @@ func v311Connack(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	if pk.FixedHeader.Type != packets.Connack || cl.Properties.ProtocolVersion >= 5 || pk.ReasonCode <= packets.Err3NotAuthorized.Code {
 		return pk
 	}
-	if emptyIDForPersistentSession(cl, pk) {
-		pk.ReasonCode = packets.Err3ClientIdentifierNotValid.Code
-		return pk
-	}
 	if c, ok := v311ConnackCodes[pk.ReasonCode]; ok {
 		pk.ReasonCode = c
 	} else {
 		pk.ReasonCode = packets.Err3ServerUnavailable.Code
 	}
 	return pk
-}
-
-// emptyIDForPersistentSession is whether pk is mochi's refusal of a 3.1.1
-// CONNECT with a zero-byte client id and clean session 0: it answers 0x80
-// (unspecified error) before any hook runs, having assigned the client an
-// id. MQTT 3.1.1 wants 0x02 identifier rejected there [MQTT-3.1.3-8], a
-// final answer; 0x03 would have the device retry for ever.
-func emptyIDForPersistentSession(cl *mqtt.Client, pk packets.Packet) bool {
-	return pk.ReasonCode == packets.ErrUnspecifiedError.Code && !cl.Properties.Clean && cl.Properties.Props.AssignedClientID != ""
 }
 
 // withoutWill makes a DISCONNECT 0x04 (disconnect with Will message) the
