@@ -3,7 +3,9 @@ package chat
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"slices"
 	"strconv"
 	"strings"
@@ -301,10 +303,8 @@ func (s *Service) Search(ctx context.Context, q SearchQuery) (SearchPage, error)
 	if q.Before != nil && q.After != nil && !q.After.Before(*q.Before) {
 		return SearchPage{}, Errorf(CodeInvalid, "after must be earlier than before")
 	}
-	if q.Cursor != "" {
-		if _, err := DecodeSearchCursor(q.Cursor); err != nil {
-			return SearchPage{}, err
-		}
+	if _, err := q.DecodeCursor(); err != nil {
+		return SearchPage{}, err
 	}
 	q.Limit = ClampLimit(q.Limit, DefaultSearchLimit, MaxSearchLimit)
 	p, err := s.people()
@@ -315,7 +315,7 @@ func (s *Service) Search(ctx context.Context, q SearchQuery) (SearchPage, error)
 }
 
 // SearchCursor is where a page of search results ended: the last hit's
-// ordering key.
+// ordering key, and the search it pages.
 type SearchCursor struct {
 	Score          int64
 	AtMicros       int64
@@ -325,19 +325,63 @@ type SearchCursor struct {
 	// carry relevance); its later pages stay so whatever the statistics
 	// say by then.
 	Recent bool
+	// Search is the SearchKey of the query whose page it ends: a
+	// position is only one in the listing of that query, and given to
+	// another (other terms rank and scope it otherwise) it would skip or
+	// repeat hits there. Empty in a cursor made before cursors carried
+	// it, which any query takes: a client may hold one across an upgrade.
+	Search string
 }
 
-// EncodeSearchCursor makes the opaque cursor of a search page.
+// SearchKey is a short digest of what orders and bounds q's listing: its
+// terms (folded and parsed: Terms, so "Café" and "cafe" are one search)
+// and its filters as the store compares them (times to the microsecond,
+// before rounded up and after cut). Limit and Cursor are not in it: a
+// client may change its page size between pages.
+func (q SearchQuery) SearchKey() string {
+	h := sha256.New()
+	for _, t := range q.Terms {
+		h.Write([]byte(strconv.Quote(t.Text)))
+		if t.CJK {
+			h.Write([]byte("c"))
+		}
+		h.Write([]byte{0})
+	}
+	micros := func(t *time.Time, up bool) string {
+		if t == nil {
+			return "-"
+		}
+		m := t.Truncate(time.Microsecond)
+		if up && !m.Equal(*t) {
+			m = m.Add(time.Microsecond)
+		}
+		return strconv.FormatInt(m.UnixMicro(), 10)
+	}
+	h.Write([]byte(strconv.FormatInt(q.ConversationID, 10) + ":" + strconv.FormatInt(q.SenderID, 10) + ":" +
+		micros(q.Before, true) + ":" + micros(q.After, false)))
+	// 48 bits: a guard against a cursor given to the wrong search, not
+	// against one forged (a forged position only pages the caller's own
+	// results).
+	return hex.EncodeToString(h.Sum(nil)[:6])
+}
+
+// EncodeSearchCursor makes the opaque cursor of a search page:
+// score:at:conversation:seq, then "r" when Recent and "k" and the Search
+// key when it has one.
 func EncodeSearchCursor(c SearchCursor) string {
 	s := strconv.FormatInt(c.Score, 10) + ":" + strconv.FormatInt(c.AtMicros, 10) + ":" +
 		strconv.FormatInt(c.ConversationID, 10) + ":" + strconv.FormatInt(c.Seq, 10)
 	if c.Recent {
 		s += ":r"
 	}
+	if c.Search != "" {
+		s += ":k" + c.Search
+	}
 	return base64.RawURLEncoding.EncodeToString([]byte(s))
 }
 
-// DecodeSearchCursor parses a cursor made by EncodeSearchCursor.
+// DecodeSearchCursor parses a cursor made by EncodeSearchCursor, for any
+// search: SearchQuery.DecodeCursor takes only q's own.
 func DecodeSearchCursor(s string) (SearchCursor, error) {
 	bad := Errorf(CodeInvalid, "cursor is not one this server returned")
 	raw, err := base64.RawURLEncoding.DecodeString(s)
@@ -345,8 +389,14 @@ func DecodeSearchCursor(s string) (SearchCursor, error) {
 		return SearchCursor{}, bad
 	}
 	parts := strings.Split(string(raw), ":")
-	recent := len(parts) == 5 && parts[4] == "r"
-	if recent {
+	var c SearchCursor
+	if len(parts) > 4 && strings.HasPrefix(parts[len(parts)-1], "k") {
+		if c.Search = parts[len(parts)-1][1:]; c.Search == "" {
+			return SearchCursor{}, bad
+		}
+		parts = parts[:len(parts)-1]
+	}
+	if c.Recent = len(parts) == 5 && parts[4] == "r"; c.Recent {
 		parts = parts[:4]
 	}
 	if len(parts) != 4 {
@@ -361,7 +411,26 @@ func DecodeSearchCursor(s string) (SearchCursor, error) {
 	if v[2] <= 0 || v[3] <= 0 {
 		return SearchCursor{}, bad
 	}
-	return SearchCursor{Score: v[0], AtMicros: v[1], ConversationID: v[2], Seq: v[3], Recent: recent}, nil
+	c.Score, c.AtMicros, c.ConversationID, c.Seq = v[0], v[1], v[2], v[3]
+	return c, nil
+}
+
+// DecodeCursor parses q.Cursor (nil when there is none), refusing, as a
+// malformed one is, a cursor another search gave: another text, other
+// filters or another conversation scope, whose listing it has no
+// position in. q.Terms must be parsed.
+func (q SearchQuery) DecodeCursor() (*SearchCursor, error) {
+	if q.Cursor == "" {
+		return nil, nil
+	}
+	c, err := DecodeSearchCursor(q.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	if c.Search != "" && c.Search != q.SearchKey() {
+		return nil, Errorf(CodeInvalid, "cursor is not one this server returned for this search (q and filters as on the page that gave it)")
+	}
+	return &c, nil
 }
 
 // Snippet cuts body to about SearchSnippetRunes characters around the first

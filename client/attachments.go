@@ -179,7 +179,7 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 				// lost: a new ticket would upload it again, a second blob
 				// charged again against the day's bytes.
 				if sent {
-					if a, done, err := c.readExpired(ctx, t, src.size, ctype, attempts); err != nil || done {
+					if a, done, err := c.readSentBefore(ctx, t, src.size, ctype, attempts, "whose URL is about to expire after a PUT whose answer was lost"); err != nil || done {
 						return a, err
 					}
 				}
@@ -212,7 +212,7 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 			// The URL expired before (or while) the bytes came: chatd
 			// answers so whatever became of the upload, so an earlier
 			// PUT whose answer was lost may have completed it.
-			if a, done, err := c.readExpired(ctx, t, src.size, ctype, attempts); err != nil || done {
+			if a, done, err := c.readSentBefore(ctx, t, src.size, ctype, attempts, "whose URL expired"); err != nil || done {
 				return a, err
 			}
 			last = err // what the attempts ended on, if they all do
@@ -233,8 +233,11 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 	return Attachment{}, fmt.Errorf("upload %s: gave up after %d attempts: %w", name, attempts, last)
 }
 
-// readExpired reads the upload of ticket t, whose URL expired (or is about
-// to) after a PUT that may have got through: done with its attachment when
+// readSentBefore reads the upload of ticket t, whose URL expired (or is about
+// to) after a PUT that may have got through, or whose completion of the
+// bytes such a PUT sent answered another upload than this file's (why
+// says which, in the words of an error: "upload ID, why, is not uploaded
+// again: ..."): done with its attachment when
 // it is complete with the file sent (size bytes of the declared type, as
 // chatd serves it: the declared type or, sniffed, another of its kind);
 // not done when it is still pending (or gone with its bytes, deleted
@@ -242,7 +245,7 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 // a new ticket would only upload again a file that is no longer waiting
 // to be sent, or one that is not this file. A refusal for now is asked
 // again as a ticket is.
-func (c *Client) readExpired(ctx context.Context, t chat.UploadTicket, size int64, declared string, attempts int) (Attachment, bool, error) {
+func (c *Client) readSentBefore(ctx context.Context, t chat.UploadTicket, size int64, declared string, attempts int, why string) (Attachment, bool, error) {
 	var up uploadState
 	var err error
 	for n := 1; ; n++ {
@@ -255,11 +258,18 @@ func (c *Client) readExpired(ctx context.Context, t chat.UploadTicket, size int6
 		return Attachment{}, false, nil
 	}
 	if err != nil {
-		return Attachment{}, false, fmt.Errorf("upload %s: read it after its URL expired: %w", t.UploadID, err)
+		return Attachment{}, false, fmt.Errorf("upload %s, %s: read it: %w", t.UploadID, why, err)
 	}
+	// The status is the one chatd gives its code, not the answer that
+	// made the read: a 200 completion, or none (the URL about to expire).
+	status := map[string]int{"conflict": http.StatusConflict, "gone": http.StatusGone}
 	refused := func(code, format string, args ...any) (Attachment, bool, error) {
-		return Attachment{}, false, &Error{Op: "upload", Code: code, Status: http.StatusGone,
-			Message: fmt.Sprintf("the URL of upload %s expired and ", t.UploadID) + fmt.Sprintf(format, args...)}
+		st, ok := status[code]
+		if !ok {
+			st = http.StatusInternalServerError
+		}
+		return Attachment{}, false, &Error{Op: "upload", Code: code, Status: st,
+			Message: fmt.Sprintf("upload %s, %s, is not uploaded again: ", t.UploadID, why) + fmt.Sprintf(format, args...)}
 	}
 	switch up.State {
 	case "pending":
@@ -291,7 +301,7 @@ func (c *Client) readExpired(ctx context.Context, t chat.UploadTicket, size int6
 // completion's lost: chatd answers the completion after t's URL expired
 // too, so bytes the store took are completed, never sent nor charged
 // again. Done with the attachment once complete with the file (as
-// readExpired checks it); not done when nothing is under the URL (400,
+// readSentBefore checks it); not done when nothing is under the URL (400,
 // the upload still pending) or the upload went, bytes and all (404, 410:
 // deleted after upload_ttl), for the bytes to go again; an error
 // otherwise (a 400 whose upload is gone: chatd refused the bytes). A
@@ -312,8 +322,8 @@ func (c *Client) settle(ctx context.Context, t chat.UploadTicket, size int64, de
 			return *up.Attachment, true, nil
 		}
 		// Not the upload this file made, or no longer waiting to be
-		// sent: readExpired says which.
-		return c.readExpired(ctx, t, size, declared, attempts)
+		// sent: readSentBefore says which.
+		return c.readSentBefore(ctx, t, size, declared, attempts, "whose bytes an earlier PUT sent, its answer or the completion's lost")
 	case errors.Is(err, ErrNotFound), errors.As(err, &ce) && ce.Code == "gone":
 		return Attachment{}, false, nil
 	case errors.As(err, &ce) && ce.Code == "invalid":
@@ -435,7 +445,11 @@ func (c *Client) putBytes(ctx context.Context, t chat.UploadTicket, src *source,
 	}
 	var st uploadState
 	if t.CompleteURL != "" {
-		err := c.call(ctx, "upload.complete", map[string]any{"uploadId": t.UploadID}, &st, false)
+		// Idempotent: chatd answers a completion sent again (to any node,
+		// even while the first runs) with the upload as the first made it,
+		// so one whose answer was lost with its connection is sent again
+		// on the next, rather than failing this attempt at the bytes.
+		err := c.call(ctx, "upload.complete", map[string]any{"uploadId": t.UploadID}, &st, true)
 		return st, err
 	}
 	if err := json.Unmarshal(b, &st); err != nil {

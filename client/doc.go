@@ -231,7 +231,8 @@
 // replies only on the connection that asked, so a
 // request whose connection drops before its reply gets none: reads, and
 // the writes chatd answers as the first when repeated (CreateGroup and an
-// upload's ticket, which carry a key of their own, the group's membership, role, ownership and
+// upload's ticket, which carry a key of their own, an upload's
+// completion, the group's membership, role, ownership and
 // settings changes, blocks), are then asked again on the next connection; other
 // writes are not (they may have run) and fail at once with an error
 // matching ErrUnavailable, without waiting for the timeout. The
@@ -313,9 +314,13 @@
 // it is returned as the lost answer would have been; still pending (the
 // bytes never arrived), a new ticket takes the file; sent already or in
 // use as an avatar (ErrInvalid), recalled or released (ErrGone), Upload
-// fails saying so rather than upload the file a second time. With an
-// object store, a PUT that sent every byte (the store's answer or the
-// completion's lost) is followed by the completion alone
+// fails saying so rather than upload the file a second time; its error
+// says what became of the upload and why it was read (its URL expired,
+// or bytes sent before with their answer lost). With an object store,
+// the completion whose reply was lost with its connection is asked again
+// on the next, within the same attempt (chatd answers it the same when
+// repeated), and a PUT that sent every byte (the store's answer lost, or
+// the completion's for good) is followed by the completion alone
 // (upload.complete, which chatd answers after the URL expired too), not
 // by the bytes again: chatd learns of them from it only, and upload.get
 // says pending whatever the bucket holds. Only a completion that finds

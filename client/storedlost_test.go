@@ -4,15 +4,21 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/blob/s3fake"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
@@ -122,4 +128,43 @@ func pendingUpload(t *testing.T, srv *server.Server) string {
 		t.Errorf("user 1's pending upload: %v", err)
 	}
 	return id
+}
+
+// TestAnObjectStoreUploadSentMeanwhileSaysSoNotThatItsURLExpired: the
+// store took the bytes, its answer lost, and the upload was completed and
+// sent in a message meanwhile (by another client of the user's) while
+// its URL is still valid. Upload's completion finds it sent already and
+// fails saying that, and why the upload was read (bytes sent before,
+// their answer lost), not that its URL expired, which it did not.
+func TestAnObjectStoreUploadSentMeanwhileSaysSoNotThatItsURLExpired(t *testing.T) {
+	t.Parallel()
+	var conv atomic.Int64
+	srv, puts := storeTookItAnswerLost(t, false, func(srv *server.Server) {
+		ctx := t.Context()
+		id := pendingUpload(t, srv)
+		if _, err := srv.Service.CompleteUpload(ctx, 1, id); err != nil {
+			t.Errorf("complete upload %s: %v", id, err)
+			return
+		}
+		if _, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.Load(), SenderID: 1, ClientMsgID: uuid.NewString(),
+			Attachments: []chat.AttachmentRef{{UploadID: id}}}); err != nil {
+			t.Errorf("send upload %s: %v", id, err)
+		}
+	})
+	g := groupOf12(t, srv)
+	conv.Store(g.ID)
+	alice := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+	a, err := alice.Upload(ctxFor(t, 30*time.Second), g.ID, "minutes.txt", bytes.NewReader([]byte("sent from elsewhere meanwhile\n")))
+	if err == nil {
+		t.Fatalf("Upload of a file sent meanwhile: %+v, want an error saying it was sent already", a)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "sent already, in message") || strings.Contains(msg, "expired") {
+		t.Errorf("Upload of a file sent meanwhile, its URL valid: %q, want it sent already and nothing of an expiry", msg)
+	}
+	if ce := (*client.Error)(nil); !errors.As(err, &ce) || ce.Code != "conflict" || ce.Status != http.StatusConflict {
+		t.Errorf("Upload of a file sent meanwhile: %#v, want a conflict, status 409 (not the 410 of a URL expired)", err)
+	}
+	if n := puts.Load(); n != 1 {
+		t.Errorf("the file was PUT %d times, want once", n)
+	}
 }

@@ -14,16 +14,12 @@ import (
 // statement Search runs for the page of q (its Terms parsed) after
 // q.Cursor (none: the first page).
 func (s *Store) ExplainSearch(ctx context.Context, q chat.SearchQuery) (string, error) {
-	var cur *chat.SearchCursor
-	if q.Cursor != "" {
-		c, err := chat.DecodeSearchCursor(q.Cursor)
-		if err != nil {
-			return "", err
-		}
-		cur = &c
+	cur, err := q.DecodeCursor()
+	if err != nil {
+		return "", err
 	}
 	var plan []string
-	err := s.runTx(ctx, "explain search", readOnly(), func(tx pgx.Tx) error {
+	err = s.runTx(ctx, "explain search", readOnly(), func(tx pgx.Tx) error {
 		sql, args, _, err := s.searchStatement(ctx, tx, q, cur)
 		if err != nil || sql == "" {
 			return err

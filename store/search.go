@@ -80,15 +80,11 @@ type searchScope struct {
 
 func (s *Store) Search(ctx context.Context, q chat.SearchQuery) (chat.SearchPage, error) {
 	page := chat.SearchPage{Results: []chat.SearchHit{}}
-	var cur *chat.SearchCursor
-	if q.Cursor != "" {
-		c, err := chat.DecodeSearchCursor(q.Cursor)
-		if err != nil {
-			return page, err
-		}
-		cur = &c
+	cur, err := q.DecodeCursor()
+	if err != nil {
+		return page, err
 	}
-	err := s.runTx(ctx, "search", readOnly(), func(tx pgx.Tx) error {
+	err = s.runTx(ctx, "search", readOnly(), func(tx pgx.Tx) error {
 		sql, args, recent, err := s.searchStatement(ctx, tx, q, cur)
 		if err != nil || sql == "" {
 			return err
@@ -109,7 +105,8 @@ func (s *Store) Search(ctx context.Context, q chat.SearchQuery) (chat.SearchPage
 			if len(page.Results) == q.Limit {
 				last := page.Results[q.Limit-1]
 				page.NextCursor = chat.EncodeSearchCursor(chat.SearchCursor{Score: last.Score,
-					AtMicros: last.CreatedAt.UnixMicro(), ConversationID: last.ConversationID, Seq: last.Seq, Recent: recent})
+					AtMicros: last.CreatedAt.UnixMicro(), ConversationID: last.ConversationID, Seq: last.Seq, Recent: recent,
+					Search: q.SearchKey()})
 				break
 			}
 			h.CreatedAt = h.CreatedAt.UTC()

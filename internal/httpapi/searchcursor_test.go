@@ -1,0 +1,108 @@
+package httpapi_test
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	chat "github.com/chatd/chatd"
+)
+
+// TestASearchCursorOfAnotherSearchIsRefusedAsMalformed: a search page's
+// nextCursor pages its own search only; given with another q, other
+// filters or another conversation scope (whose listing it has no position
+// in: it would skip or repeat hits there) it is 400 invalid, as a
+// malformed cursor is, over HTTP and RPC. The same search goes on paging
+// with it, over either, with another limit or q written otherwise but
+// folded the same; so does a cursor of the form made before a cursor named
+// its search, on any search.
+func TestASearchCursorOfAnotherSearchIsRefusedAsMalformed(t *testing.T) {
+	e := newEnv(t)
+	a := e.group(1, 2)
+	b := e.group(1, 2)
+	for _, body := range []string{"hello one", "hello two", "hello three", "bye hello"} {
+		e.sendMsg(2, a, newID(), body)
+	}
+	e.sendMsg(2, b, newID(), "hello elsewhere")
+	e.sendMsg(1, b, newID(), "bye bye")
+
+	var first chat.SearchPage
+	e.must(http.StatusOK, 1, "GET", pathf("/v1/search?q=hello&conversationId=%d&limit=1", a), nil, &first)
+	if len(first.Results) != 1 || first.NextCursor == "" {
+		t.Fatalf("first page: %+v, want 1 hit and a cursor", first)
+	}
+	cursor := url.QueryEscape(first.NextCursor)
+	malformed := e.do(1, "GET", "/v1/search?q=hello&cursor=bogus", nil)
+	if malformed.status != http.StatusBadRequest || malformed.errorCode() != "invalid" {
+		t.Fatalf("malformed cursor: %d %s, want 400 invalid", malformed.status, truncate(malformed.body))
+	}
+	for _, query := range []string{
+		pathf("q=bye&conversationId=%d", a),       // another text
+		pathf("q=hello+bye&conversationId=%d", a), // another term added
+		pathf("q=hello&conversationId=%d", b),     // another conversation
+		"q=hello",                                 // every conversation
+		pathf("q=hello&conversationId=%d&senderId=2", a),
+		pathf("q=hello&conversationId=%d&after=2000-01-01T00:00:00Z", a),
+		pathf("q=hello&conversationId=%d&before=2100-01-01T00:00:00Z", a),
+	} {
+		r := e.do(1, "GET", "/v1/search?"+query+"&cursor="+cursor, nil)
+		if r.status != malformed.status || r.errorCode() != malformed.errorCode() {
+			t.Errorf("the cursor of q=hello in %d on %s: %d %s, want %d %s as a malformed cursor",
+				a, query, r.status, truncate(r.body), malformed.status, malformed.errorCode())
+		}
+	}
+	if rr := e.rpc(1, "search", pathf(`{"q":"bye","conversationId":%d,"cursor":%q}`, a, first.NextCursor)); rr.status != http.StatusBadRequest || rr.code != "invalid" {
+		t.Errorf("over RPC with another q: %s, want 400 invalid", rr.raw)
+	}
+	if rr := e.rpc(1, "search", pathf(`{"q":"hello","conversationId":%d,"cursor":%q}`, b, first.NextCursor)); rr.status != http.StatusBadRequest || rr.code != "invalid" {
+		t.Errorf("over RPC on another conversation: %s, want 400 invalid", rr.raw)
+	}
+
+	// The same search pages on: the three hits after the first, none again.
+	seen := map[int64]bool{first.Results[0].Seq: true}
+	rest := func(q, cursor string) []int64 {
+		t.Helper()
+		var p chat.SearchPage
+		e.must(http.StatusOK, 1, "GET", pathf("/v1/search?q=%s&conversationId=%d&limit=10&cursor=%s", q, a, url.QueryEscape(cursor)), nil, &p)
+		var seqs []int64
+		for _, h := range p.Results {
+			if seen[h.Seq] || h.ConversationID != a {
+				t.Errorf("q=%s after the first page: hit %+v again or of another conversation", q, h)
+			}
+			seqs = append(seqs, h.Seq)
+		}
+		return seqs
+	}
+	if got := rest("hello", first.NextCursor); len(got) != 3 {
+		t.Errorf("the rest of q=hello: seqs %v, want 3", got)
+	}
+	if got := rest("HELLO", first.NextCursor); len(got) != 3 {
+		t.Errorf("the rest of q=HELLO (the same search folded): seqs %v, want 3", got)
+	}
+	rr := e.rpc(1, "search", pathf(`{"q":"hello","conversationId":%d,"limit":10,"cursor":%q}`, a, first.NextCursor))
+	var rp chat.SearchPage
+	decodeInto(t, rr.raw, &rp)
+	if rr.status != http.StatusOK || len(rp.Results) != 3 {
+		t.Errorf("the rest over RPC: %s, want 3 hits", rr.raw)
+	}
+
+	// A cursor without the search's key, as a client may still hold one
+	// from before: taken, on its own search as on another.
+	raw, err := base64.RawURLEncoding.DecodeString(first.NextCursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Split(string(raw), ":")
+	if last := fields[len(fields)-1]; !strings.HasPrefix(last, "k") {
+		t.Fatalf("cursor %q has no search key", raw)
+	}
+	old := base64.RawURLEncoding.EncodeToString([]byte(strings.Join(fields[:len(fields)-1], ":")))
+	if got := rest("hello", old); len(got) != 3 {
+		t.Errorf("the rest of q=hello by an older cursor: seqs %v, want 3", got)
+	}
+	if r := e.do(1, "GET", "/v1/search?q=bye&cursor="+old, nil); r.status != http.StatusOK {
+		t.Errorf("an older cursor on another search: %d %s, want 200 as before", r.status, truncate(r.body))
+	}
+}
