@@ -146,6 +146,29 @@ func connect(t *testing.T, cfg client.Config) *client.Client {
 	return c
 }
 
+// caughtUp waits until the catch-up of c's connection, which connect
+// waited for, is done. A client without a server session reads the inbox
+// at every connection, and what it lists ahead of Positions is filled
+// from history: messages sent before that read are not handed on live.
+// The catch-up runs on the dispatcher's goroutine, queued ahead of any
+// event that arrives once the connection is up, so a marker injected now
+// comes out of Events after it. With a server session the inbox is read
+// beside the events: the marker does not say the read is done. A message
+// before the marker fails the test, since the caller would not see it.
+func caughtUp(t *testing.T, c *client.Client) {
+	t.Helper()
+	const marker = -7 // no user's id: this typing event is the marker
+	c.InjectEvent(fmt.Appendf(nil, `{"type":"typing","conversationId":1,"userId":%d}`, marker))
+	if !watchEvents(t, c, 15*time.Second, func(ev client.Event) bool {
+		if ev.Type == client.EventMessageNew {
+			t.Fatalf("message seq %d of conversation %d before the catch-up was done", ev.Seq, ev.ConversationID)
+		}
+		return ev.Type == client.EventTyping && ev.UserID == marker
+	}) {
+		t.Fatal("the connection's catch-up was not done within 15s")
+	}
+}
+
 func closeClient(t *testing.T, c *client.Client) {
 	t.Helper()
 	closeWithin(t, "close client", 10*time.Second, c.Close)
