@@ -54,6 +54,11 @@ umask AS (
 ),`, 1)
 )
 
+// WatchingSQL is the statement Watching reads its pairs with; before
+// sharedVia it read every pair given, with no conversation given too:
+// tests compare Watching's answers with its answers on all of them.
+var WatchingSQL = watchingSQL
+
 // PresenceEndedSQL is the statement a removal reads whom it stops
 // sharing presence with by ($1 conversation, $2 the removed user, $3
 // CHAT_LARGE_GROUP), and PresenceEndedBySharersSQL the one it ran

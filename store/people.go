@@ -60,8 +60,10 @@ func smallSharersSQL(where, max string) string {
 // conversation of theirs): a lookup of a's memberships (index
 // conversation_member_user_idx), each probing b's member row (the
 // primary key), that stops at the first conversation found. A pair that
-// shares nothing reads all of a's memberships: not for the pairs of a
-// whole group (presenceStartedSQL).
+// shares nothing reads all of a's memberships (and, as planned once the
+// statistics take a user for a few memberships, compares each with each
+// of b's): not for the pairs of a whole group (presenceStartedSQL), nor
+// for a removal's (Presence.Watching reads those from its user's side).
 func sharesSmallSQL(a, b, max string) string {
 	return `EXISTS (SELECT 1 FROM conversation_member pa
 	JOIN conversation_member pb ON pb.conversation_id = pa.conversation_id AND pb.user_id = ` + b + `

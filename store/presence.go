@@ -410,8 +410,9 @@ func (p *Presence) HiddenFrom(ctx context.Context, users []int64, maxMembers int
 // it (presenceSharersSQL): they share a conversation of at most $4
 // members, neither hides their presence and the subject did not block
 // the watcher. The conversation $3[i] is looked at first (the one whose
-// join listed the pair: two key lookups); only a pair that no longer
-// shares it looks through the subject's memberships (sharesSmallSQL).
+// join listed the pair, or one sharedVia found: two key lookups); only
+// a pair that no longer shares it looks through the subject's
+// memberships (sharesSmallSQL).
 // Lookups per pair, not joins: planned on a table without statistics,
 // a join of the pairs with the conversations' members was nested loops,
 // 4 s for the 39,800 pairs of a group of 200 created at once.
@@ -427,13 +428,35 @@ WHERE p.subject <> p.watcher
                WHERE vc.id = p.via AND vc.member_count <= $4)
        OR ` + sharesSmallSQL("p.subject", "p.watcher", "$4") + `)`
 
+// pairSharersSQL reads, of the users $2, those who share a conversation
+// of at most $3 members with one of the users $1 (smallSharersSQL), each
+// with the least such conversation: from $1's memberships and their
+// conversations' members (index only), never from $2's (a heap fetch
+// each: the fence keeps the planner from starting there).
+var pairSharersSQL = `
+SELECT s.subject, s.sharer, min(s.conversation_id)
+FROM (` + smallSharersSQL("shm.user_id = ANY($1::bigint[])", "$3") + ` OFFSET 0) s
+WHERE s.sharer = ANY($2::bigint[]) AND s.sharer <> s.subject
+GROUP BY s.subject, s.sharer`
+
 // Watching returns, of the pairs (subjects[i], watchers[i]), those where
 // the watcher sees the subject's presence now (as Watchers would list
-// them), by subject: one lookup per pair, where Watchers reads everyone
-// who shares a conversation with each subject. via[i] is a conversation
-// the pair is likely to share (the one whose join listed them).
+// them), by subject, in the pairs' order: one lookup per pair (but
+// those given no conversation), where Watchers reads everyone who shares
+// a conversation with each subject.
+// via[i] is a conversation the pair is likely to share (the one whose
+// join listed them), or 0 when none is (a removal's pairs, who shared
+// none when it committed): those are first looked for among the sharers
+// of the user in most of them (sharedVia).
 func (p *Presence) Watching(ctx context.Context, subjects, watchers, via []int64, maxMembers int) (map[int64][]int64, error) {
 	out := map[int64][]int64{}
+	if len(subjects) == 0 {
+		return out, nil
+	}
+	subjects, watchers, via, err := p.sharedVia(ctx, subjects, watchers, via, maxMembers)
+	if err != nil {
+		return nil, classify("read presence watchers", err)
+	}
 	if len(subjects) == 0 {
 		return out, nil
 	}
@@ -449,6 +472,77 @@ func (p *Presence) Watching(ctx context.Context, subjects, watchers, via []int64
 		return nil, classify("read presence watchers", err)
 	}
 	return out, nil
+}
+
+// sharedVia gives the pairs given no conversation (via[i] 0) one they
+// share now, and leaves out those that share none, which watchingSQL
+// would not keep: it would read, for each, every membership of its
+// subject against every one of its watcher's (45-385 ms, by the load,
+// for the 398 pairs of a removal from a group of 200 who each have 60
+// direct conversations; 1-11 ms this way: docs/benchmarks.md, "Presence
+// on a removal"). A removal's pairs all have its user on one side: each
+// pair is read from the side of the user in more of them (the hub), and
+// each hub's sharers among the others once (pairSharersSQL: its
+// memberships' conversations' members). The others keep their via.
+func (p *Presence) sharedVia(ctx context.Context, subjects, watchers, via []int64, maxMembers int) ([]int64, []int64, []int64, error) {
+	type pair struct{ a, b int64 } // a < b: sharing is mutual
+	degree := map[int64]int{}
+	for i, v := range via {
+		if v == 0 && subjects[i] != watchers[i] {
+			degree[subjects[i]]++
+			degree[watchers[i]]++
+		}
+	}
+	if len(degree) == 0 {
+		return subjects, watchers, via, nil
+	}
+	var hubs, others []int64
+	isHub, isOther := map[int64]bool{}, map[int64]bool{}
+	for i, v := range via {
+		s, w := subjects[i], watchers[i]
+		if v != 0 || s == w {
+			continue
+		}
+		if degree[w] > degree[s] {
+			s, w = w, s
+		}
+		if !isHub[s] {
+			isHub[s] = true
+			hubs = append(hubs, s)
+		}
+		if !isOther[w] {
+			isOther[w] = true
+			others = append(others, w)
+		}
+	}
+	rows, err := p.pool.Query(ctx, pairSharersSQL, hubs, others, maxMembers)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	shared := map[pair]int64{}
+	var hub, other, conv int64
+	if _, err := pgx.ForEachRow(rows, []any{&hub, &other, &conv}, func() error {
+		k := pair{min(hub, other), max(hub, other)}
+		if c, ok := shared[k]; !ok || conv < c {
+			shared[k] = conv
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, nil, err
+	}
+	ss, ws, vs := make([]int64, 0, len(subjects)), make([]int64, 0, len(subjects)), make([]int64, 0, len(subjects))
+	for i, v := range via {
+		s, w := subjects[i], watchers[i]
+		if v == 0 && s != w {
+			c, ok := shared[pair{min(s, w), max(s, w)}]
+			if !ok {
+				continue
+			}
+			v = c
+		}
+		ss, ws, vs = append(ss, s), append(ws, w), append(vs, v)
+	}
+	return ss, ws, vs, nil
 }
 
 // audience reads presenceSharersSQL and keeps, per subject, the users who

@@ -20,7 +20,10 @@
 //  5. for another team, who share nothing but each have -dms direct
 //     conversations with others, the time of creating a group of all of
 //     them, and what a tracker reads for its conversation.created; and
-//     of removing one of them from that group (all 199 others listed).
+//     of removing one of them from that group (all 199 others listed),
+//     and what a tracker with all of them connected reads for that
+//     member.removed (presence.Tracker.SharingEnded: store.Presence.Watching
+//     of the pairs its hidden events address, no conversation given).
 //
 // Each figure is the median and the worst of -runs runs.
 //
@@ -238,9 +241,9 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 		fmt.Printf("a team of %d users who share nothing, each with %d direct conversations with others:\n", o.team, o.dms)
-		var took, removes []time.Duration
+		var took, removes, ended []time.Duration
 		var created chat.Event
-		hiddenFrom := 0
+		hiddenFrom, endedPairs := 0, 0
 		for i := range o.runs {
 			// Each run's group is the team's first: the users of a new
 			// team each time would need their direct conversations again.
@@ -261,13 +264,20 @@ func run(ctx context.Context, o options) error {
 				return fmt.Errorf("remove member: %w", err)
 			}
 			removes = append(removes, time.Since(start))
-			hiddenFrom = len(pub.lastRemoved().PresenceHiddenFrom)
+			removed := pub.lastRemoved()
+			hiddenFrom = len(removed.PresenceHiddenFrom)
+			var d time.Duration
+			if endedPairs, d, err = trackerEnded(ctx, pr, removed); err != nil {
+				return err
+			}
+			ended = append(ended, d)
 			if _, err := pool.Exec(ctx, `DELETE FROM conversation_member WHERE conversation_id = $1`, c.ID); err != nil {
 				return fmt.Errorf("empty the group: %w", err)
 			}
 		}
 		fmt.Printf("  create a group of all of them: %s\n", figures(took))
 		fmt.Printf("  remove one of them from it: %s (hidden from %d)\n", figures(removes), hiddenFrom)
+		fmt.Printf("    its member.removed, read by a tracker (Watching of its %d pairs, pushEnded): %s\n", endedPairs, figures(ended))
 	}
 	return nil
 }
@@ -306,6 +316,24 @@ func tracker(ctx context.Context, pr *store.Presence, what string, shown map[int
 	fmt.Printf("    Watching of its pairs (pushStarted): %s\n", figures(watching))
 	fmt.Printf("    Watchers of its subjects (what pushStarted read before): %s\n", figures(all))
 	return nil
+}
+
+// trackerEnded times what a node with every user of a member.removed
+// connected reads for it (pushEnded): Watching of the pairs its hidden
+// events address, no conversation given (none is shared now unless a
+// later join made it so). It returns how many pairs.
+func trackerEnded(ctx context.Context, pr *store.Presence, removed chat.Event) (int, time.Duration, error) {
+	var subjects, watchers, via []int64
+	for _, ev := range chat.PresenceEndedEvents(removed, func(int64) bool { return true }) {
+		for _, w := range ev.To {
+			subjects, watchers, via = append(subjects, ev.UserID), append(watchers, w), append(via, 0)
+		}
+	}
+	start := time.Now()
+	if _, err := pr.Watching(ctx, subjects, watchers, via, chat.DefaultLargeGroup); err != nil {
+		return 0, 0, err
+	}
+	return len(subjects), time.Since(start), nil
 }
 
 // steps are the numbers of shared groups to measure at: 1, then about

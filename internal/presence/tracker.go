@@ -53,7 +53,8 @@ type Store interface {
 	Watchers(ctx context.Context, users []int64, maxMembers int) (map[int64][]int64, error)
 	// Watching: of the pairs (subjects[i], watchers[i]), those where
 	// Watchers would list the watcher for the subject now, by subject;
-	// via[i] is a conversation the pair is likely to share still.
+	// via[i] is a conversation the pair is likely to share still, or 0
+	// when none is (a removal's pairs).
 	Watching(ctx context.Context, subjects, watchers, via []int64, maxMembers int) (map[int64][]int64, error)
 	// HiddenFrom: for each user, who would watch them but for their own
 	// choice (they hide their presence, or blocked them).
@@ -864,8 +865,10 @@ func (t *Tracker) process() time.Duration {
 // that join's event may have come first (through another Kafka
 // partition, or in an earlier round): a hidden pushed after it would
 // leave them showing hidden while they share a conversation. Only those
-// pairs are read (Watching); one that cannot be read now is told hidden,
-// as before.
+// pairs are read (Watching, no conversation given: they shared none when
+// the removal committed, so it reads them from the side of the removed
+// user, in all of its event's pairs); one that cannot be read now is
+// told hidden, as before.
 func (t *Tracker) pushEnded(ctx context.Context, ended []chat.Event) {
 	if len(ended) == 0 {
 		return
