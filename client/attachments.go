@@ -221,6 +221,19 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 			}
 			continue
 		}
+		if !stored && inBucket && errors.As(err, &ce) && ce.Code == "invalid" && ce.Op == "rpc upload.complete" {
+			// The store answered the PUT, yet chatd found nothing under
+			// its URL (a store that shows an object late). Still pending,
+			// the next attempt completes the bytes first (settle) and
+			// PUTs them again only if they are still not there, rather
+			// than the caller's Upload again storing and charging them a
+			// second time on a new ticket.
+			if st, gerr := callFor[uploadState](ctx, c, "upload.get", map[string]any{"uploadId": t.UploadID}, true); gerr == nil && st.State == "pending" {
+				last = err
+				c.cfg.Logger.Info("upload not in the store yet; completing it again", "name", name, "attempt", attempt+1, "err", err)
+				continue
+			}
+		}
 		if !retryableUpload(err) {
 			return Attachment{}, err
 		}

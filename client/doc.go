@@ -324,7 +324,10 @@
 // (upload.complete, which chatd answers after the URL expired too), not
 // by the bytes again: chatd learns of them from it only, and upload.get
 // says pending whatever the bucket holds. Only a completion that finds
-// nothing under the URL (the upload still pending) sends them again. Send it with
+// nothing under the URL (the upload still pending) sends them again; one
+// that finds nothing though the store answered the PUT 2xx (a store that
+// shows an object late) is asked again on the next attempt, before the
+// bytes go again, rather than fail the Upload. Send it with
 // SendMessage and SendOptions.Attachments (it rides the journal like any
 // message). Events and history carry MsgType and Attachments. Download and
 // DownloadThumbnail fetch one (following an object store's redirect);

@@ -304,7 +304,17 @@ export class Uploader {
           return { attachment: a };
         });
         check();
-        const u = t.completeUrl ? await complete(t) : put;
+        const u = t.completeUrl
+          ? await complete(t).catch(async (e) => {
+              if (e.status !== 400 || (await get(t))?.state !== 'pending') throw e;
+              // The store answered the PUT, yet chatd finds nothing under
+              // its URL (a store that shows an object late): the ticket
+              // is kept (a failure for now), and Retry completes the bytes
+              // first (t.sent), PUTting them again only if they are still
+              // not there, rather than a new ticket charged again.
+              throw new ApiError(0, 'network', 'The file is not in the store yet: Retry completes it.');
+            })
+          : put;
         if (!u || !u.attachment) throw new ApiError(500, 'internal', 'the server did not return the attachment');
         return u.attachment;
       } catch (e) {
@@ -360,6 +370,14 @@ export class Uploader {
           return;
         }
         if (xhr.status === 401 && own) this.api.onUnauthorized();
+        if (!own && (xhr.status === 408 || /<Code>RequestTimeout<\/Code>/.test(xhr.responseText || ''))) {
+          // The store gave up waiting for the bytes (S3 answers it 400):
+          // the network's fault, and the same PUT to the same ticket goes
+          // through on Retry, where a refusal would drop the ticket for a
+          // new one, the file charged again against the day's bytes.
+          reject(new ApiError(0, 'network', 'the connection was too slow for the file store'));
+          return;
+        }
         const err = data && data.error;
         const busy = xhr.status === 429 || xhr.status === 503;
         const wait = busy ? retryAfterOf(xhr.status, xhr.getResponseHeader('Retry-After'), err) : 0;

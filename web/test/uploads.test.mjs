@@ -668,6 +668,65 @@ for (const expired of [false, true]) {
   });
 }
 
+test('an object-store PUT the store timed out (S3 answers 400 RequestTimeout: the bytes came too slowly) keeps its ticket, and its Retry PUTs to it again, asking for no second ticket charged again', async () => {
+  const opened = [];
+  let first = true;
+  globalThis.XMLHttpRequest = class extends storeXHR([], opened) {
+    send() {
+      if (!first) return super.send();
+      first = false;
+      // Not every byte went (no upload.onload): the store gave up waiting.
+      setTimeout(() => {
+        this.status = 400;
+        this.responseText =
+          '<?xml version="1.0" encoding="UTF-8"?><Error><Code>RequestTimeout</Code><Message>Your socket connection to the server was not read from or written to within the timeout period.</Message></Error>';
+        this.onload();
+        this.onloadend();
+      }, 0);
+    }
+  };
+  const chatd = {
+    complete: (id) => ({ uploadId: id, state: 'complete', attachment: storedAttachment(id) }),
+    get: (id) => ({ uploadId: id, state: 'pending' }),
+  };
+  try {
+    let { up, file, handle } = await failedFirstTry(storeApi(chatd), (e) => e.code === 'network');
+    assert.ok(handle.ticket, 'the ticket was dropped: Retry asks for a second one, the file charged again against the day\'s bytes');
+    handle = retryHandle(handle);
+    assert.deepEqual(await up.upload(7, file, () => {}, handle), storedAttachment('u1'));
+    assert.deepEqual(opened, ['https://store.example/u1', 'https://store.example/u1']);
+    assert.equal(chatd.tickets, 1);
+    assert.equal(chatd.completions, 1, 'a completion was asked for bytes that never went whole');
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});
+
+test('an object-store upload whose completion finds nothing under the URL though the store answered its PUT 200 (a store that shows an object late) keeps its ticket, and its Retry completes it: no second PUT, no second ticket', async () => {
+  const opened = [];
+  globalThis.XMLHttpRequest = storeXHR([200], opened);
+  const { ApiError } = await import('../src/api.js');
+  let visible = false;
+  const chatd = {
+    complete(id) {
+      if (!visible) throw new ApiError(400, 'invalid', `upload ${id} has no bytes yet: PUT them to the ticket's url first`);
+      return { uploadId: id, state: 'complete', attachment: storedAttachment(id) };
+    },
+    get: (id) => ({ uploadId: id, state: 'pending' }),
+  };
+  try {
+    let { up, file, handle } = await failedFirstTry(storeApi(chatd), () => true);
+    assert.ok(handle.ticket, 'the ticket was dropped: Retry asks for a second one and PUTs the file again, charged again');
+    visible = true;
+    handle = retryHandle(handle);
+    assert.deepEqual(await up.upload(7, file, () => {}, handle), storedAttachment('u1'));
+    assert.deepEqual(opened, ['https://store.example/u1'], 'the bytes the store holds were sent again');
+    assert.equal(chatd.tickets, 1);
+  } finally {
+    delete globalThis.XMLHttpRequest;
+  }
+});
+
 test('an object-store upload whose Retry finds it sent already in a message fails saying so, rather than return it or send the file again', async () => {
   const opened = [];
   globalThis.XMLHttpRequest = storeXHR(['lost'], opened);

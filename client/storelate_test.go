@@ -1,0 +1,87 @@
+package client_test
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/blob/s3fake"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testnode"
+)
+
+// An object store that shows an object late: it answered the PUT 200,
+// but chatd's first look under the URL (the completion's HEAD) finds
+// nothing, as a store without read-after-write consistency answers. The
+// upload is still pending and the bucket holds the bytes: Upload
+// completes them on its next attempt, rather than fail (the caller's
+// Upload again took a new ticket and stored the file twice, charged
+// twice against the day's bytes). One PUT, one upload.
+func TestAnObjectStoreUploadTheStoreShowsLateIsCompletedOnTheNextAttempt(t *testing.T) {
+	t.Parallel()
+	fake, err := s3fake.Start("chatd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Close() })
+	target, _ := url.Parse("http://" + fake.Endpoint())
+	rp := httputil.NewSingleHostReverseProxy(target)
+	puts := &atomic.Int32{}
+	var mu sync.Mutex
+	late := map[string]bool{} // objects PUT whose first HEAD is answered 404
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hide := r.Method == http.MethodHead && late[r.URL.Path]
+		delete(late, r.URL.Path)
+		mu.Unlock()
+		if hide {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		if r.Method == http.MethodPut && r.URL.Query().Get("X-Amz-Signature") != "" {
+			puts.Add(1)
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			if rec.Code == http.StatusOK {
+				mu.Lock()
+				late[r.URL.Path] = true
+				mu.Unlock()
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
+		"CHAT_S3_ENDPOINT": front.Listener.Addr().String(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
+		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}), nil)
+	g := groupOf12(t, srv)
+	alice := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+	ctx := ctxFor(t, 30*time.Second)
+	data := []byte("the agenda, which the store shows a moment late\n")
+	a, err := alice.Upload(ctx, g.ID, "agenda.txt", bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("Upload whose bytes the store showed late: %v", err)
+	}
+	if a.Size != int64(len(data)) {
+		t.Fatalf("Upload returned %+v, want the %d bytes sent", a, len(data))
+	}
+	if n := puts.Load(); n != 1 {
+		t.Errorf("the file was PUT %d times, want once: the store held it after the first", n)
+	}
+	if uploads, charged := uploadsOf(t, srv); uploads != 1 || charged != int64(len(data)) {
+		t.Errorf("one file made %d uploads and charged %d bytes, want 1 and %d", uploads, charged, len(data))
+	}
+	sendUpload(t, ctx, alice, g.ID, a, "send the upload")
+}
