@@ -13,6 +13,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -164,5 +165,49 @@ func TestEveryConnectRefusedForItsFormGetsTheCodeOfItsMistake(t *testing.T) {
 		if code, _, isClosed := connackOf(t, srv.MQTTAddr(), login(level, fmt.Sprint("fine-", level))); isClosed || code != 0 {
 			t.Errorf("a well-formed v%d CONNECT: CONNACK 0x%02x (closed %v), want 0x00", level, code, isClosed)
 		}
+	}
+}
+
+// A CONNECT on a connection that is already established is a protocol
+// violation mochi ends the connection for [MQTT-3.1.0-2]: it is not a
+// first CONNECT to answer. A malformed one (here Will retain without a Will) naming
+// another user's client id got a CONNACK on the live connection and
+// renamed it to that id, so that its clean-up removed the other user's
+// connection from the broker's client list (and was done under that id).
+func TestASecondMalformedConnectOnALiveConnectionTouchesNoOtherClient(t *testing.T) {
+	t.Parallel()
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	victim := rawClient(t, srv.MQTTAddr(), 2, "victim-phone", 5, true)
+	attacker, _ := dialAs(t, srv.MQTTAddr(), 1, "intruder", 5, true)
+	before := connects(t, srv, "malformed")
+	if err := attacker.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connect}, ProtocolVersion: 5,
+		Connect: packets.ConnectParams{ProtocolName: []byte("MQTT"), Clean: true, WillRetain: true, Keepalive: 30, ClientIdentifier: "victim-phone"}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Receive(t, attacker.Done, 10*time.Second, "the connection with a second CONNECT is still open")
+	if pk, ok := attacker.ServerDisconnect(); !ok || pk.ReasonCode != packets.ErrProtocolViolationSecondConnect.Code {
+		t.Errorf("the second CONNECT ended with DISCONNECT %v (0x%02x), want 0x%02x protocol error", ok, pk.ReasonCode, packets.ErrProtocolViolationSecondConnect.Code)
+	}
+	// The intruder's connection leaves the client list once cleaned up.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		_, intruder := srv.Broker.Server.Clients.Get("intruder")
+		_, phone := srv.Broker.Server.Clients.Get("victim-phone")
+		if !intruder || !phone {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok := srv.Broker.Server.Clients.Get("intruder"); ok {
+		t.Error("the connection that sent a second CONNECT is still in the broker's client list")
+	}
+	if cl, ok := srv.Broker.Server.Clients.Get("victim-phone"); !ok || cl.Closed() {
+		t.Error("another user's connection left the broker's client list when a connection sent a CONNECT naming its client id")
+	}
+	if victim.Closed() {
+		t.Error("another user's connection closed")
+	}
+	if n := connects(t, srv, "malformed") - before; n != 0 {
+		t.Errorf(`chat_mqtt_connects_total{outcome="malformed"} grew by %v for a second CONNECT, want 0: it is no connect`, n)
 	}
 }
