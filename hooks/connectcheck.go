@@ -125,13 +125,19 @@ func (h *Chat) refuseBadConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	cl.ID = pk.Connect.ClientIdentifier
 	cl.Properties.ProtocolVersion = r.version
+	// Logged at debug whatever the outcome (a Will or a client id
+	// refused after OnConnect is logged at info): these come before the
+	// per-IP connect limit and any token check, so anyone can send them
+	// as fast as the network takes them. The counter shows a flood.
+	h.cfg.Metrics.Connects.WithLabelValues(string(r.why)).Inc()
 	if r.version == 0 {
-		h.cfg.Metrics.Connects.WithLabelValues(string(r.why)).Inc()
 		h.cfg.Logger.Debug("connection refused", "client", truncatedID(cl.ID), "remote", cl.Net.Remote, "reason", r.why,
 			"protocol_version", pk.ProtocolVersion, "closed", "MQTT 3.1.1 has no CONNACK code for it")
 		return errBadConnect
 	}
-	_ = h.refuse(cl, r.code, r.why, 0)
+	h.cfg.Logger.Debug("connection refused", "client", truncatedID(cl.ID), "remote", cl.Net.Remote, "reason", r.why,
+		"protocol_version", pk.ProtocolVersion)
+	_ = h.server.SendConnack(cl, r.code, false, nil)
 	return errBadConnect
 }
 

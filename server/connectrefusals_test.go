@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
@@ -209,5 +212,31 @@ func TestASecondMalformedConnectOnALiveConnectionTouchesNoOtherClient(t *testing
 	}
 	if n := connects(t, srv, "malformed") - before; n != 0 {
 		t.Errorf(`chat_mqtt_connects_total{outcome="malformed"} grew by %v for a second CONNECT, want 0: it is no connect`, n)
+	}
+}
+
+// The CONNECTs refused for their form are refused before the per-IP
+// connect limit and before any token is checked: anyone can send them as
+// fast as the network takes them. Each is counted, and logged at debug as
+// a rate-limited connect is, never at info: a flood of them must not
+// flood the log too.
+func TestConnectsRefusedForTheirFormLogNothingAtInfo(t *testing.T) {
+	t.Parallel()
+	logs := &logtest.Buffer{}
+	srv := testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), nil), slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	willQoS2 := rawConnect("MQTT", 5, flagClean|flagWill|flagWillQoS2, str("flood-will"), []byte{0}, str("t"), str("x"))
+	emptyID := rawConnect("MQTT", 4, 0, str(""))
+	for i := 0; i < 5; i++ {
+		for _, connect := range [][]byte{willQoS2, emptyID} {
+			if _, _, closed := connackOf(t, srv.MQTTAddr(), connect); closed {
+				t.Fatalf("% x: closed without a CONNACK", connect)
+			}
+		}
+	}
+	if n := connects(t, srv, "will_refused") + connects(t, srv, "client_id_invalid"); n != 10 {
+		t.Errorf("%v of the 10 refusals counted", n)
+	}
+	if out := logs.String(); strings.Contains(out, "connection refused") {
+		t.Errorf("refusals of CONNECTs for their form logged at info:\n%s", out)
 	}
 }
