@@ -108,21 +108,36 @@ var errBadConnect = fmt.Errorf("CONNECT refused before mochi's checks: %w", pack
 // errBadConnect, or nil when the CONNECT goes on to mochi's handling and
 // OnConnect. It runs before mochi parsed the CONNECT into cl: it gives cl
 // the protocol version its CONNACK is written in and the client id the
-// log names.
+// log names. Only a connection's first CONNECT is its to answer (OnConnect
+// has not accepted one: cl has no record here): a CONNECT on an
+// established connection is a protocol violation mochi ends the
+// connection for [MQTT-3.1.0-2], and answering it here would write a
+// CONNACK on a live connection and rename the client to whatever id the
+// CONNECT names, so that mochi's clean-up of it removed the client of
+// that id, another user's maybe, from its client list.
 func (h *Chat) refuseBadConnect(cl *mqtt.Client, pk packets.Packet) error {
+	if h.info(cl) != nil {
+		return nil
+	}
 	r, ok := badConnect(pk, h.server.Options.Capabilities)
 	if !ok {
 		return nil
 	}
 	cl.ID = pk.Connect.ClientIdentifier
 	cl.Properties.ProtocolVersion = r.version
+	// Logged at debug whatever the outcome (a Will or a client id
+	// refused after OnConnect is logged at info): these come before the
+	// per-IP connect limit and any token check, so anyone can send them
+	// as fast as the network takes them. The counter shows a flood.
+	h.cfg.Metrics.Connects.WithLabelValues(string(r.why)).Inc()
 	if r.version == 0 {
-		h.cfg.Metrics.Connects.WithLabelValues(string(r.why)).Inc()
 		h.cfg.Logger.Debug("connection refused", "client", truncatedID(cl.ID), "remote", cl.Net.Remote, "reason", r.why,
 			"protocol_version", pk.ProtocolVersion, "closed", "MQTT 3.1.1 has no CONNACK code for it")
 		return errBadConnect
 	}
-	_ = h.refuse(cl, r.code, r.why, 0)
+	h.cfg.Logger.Debug("connection refused", "client", truncatedID(cl.ID), "remote", cl.Net.Remote, "reason", r.why,
+		"protocol_version", pk.ProtocolVersion)
+	_ = h.server.SendConnack(cl, r.code, false, nil)
 	return errBadConnect
 }
 

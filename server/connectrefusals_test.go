@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/chatd/chatd/internal/logtest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/internal/testnode"
 )
 
@@ -164,5 +168,75 @@ func TestEveryConnectRefusedForItsFormGetsTheCodeOfItsMistake(t *testing.T) {
 		if code, _, isClosed := connackOf(t, srv.MQTTAddr(), login(level, fmt.Sprint("fine-", level))); isClosed || code != 0 {
 			t.Errorf("a well-formed v%d CONNECT: CONNACK 0x%02x (closed %v), want 0x00", level, code, isClosed)
 		}
+	}
+}
+
+// A CONNECT on a connection that is already established is a protocol
+// violation mochi ends the connection for [MQTT-3.1.0-2]: it is not a
+// first CONNECT to answer. A malformed one (here Will retain without a Will) naming
+// another user's client id got a CONNACK on the live connection and
+// renamed it to that id, so that its clean-up removed the other user's
+// connection from the broker's client list (and was done under that id).
+func TestASecondMalformedConnectOnALiveConnectionTouchesNoOtherClient(t *testing.T) {
+	t.Parallel()
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	victim := rawClient(t, srv.MQTTAddr(), 2, "victim-phone", 5, true)
+	attacker, _ := dialAs(t, srv.MQTTAddr(), 1, "intruder", 5, true)
+	before := connects(t, srv, "malformed")
+	if err := attacker.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connect}, ProtocolVersion: 5,
+		Connect: packets.ConnectParams{ProtocolName: []byte("MQTT"), Clean: true, WillRetain: true, Keepalive: 30, ClientIdentifier: "victim-phone"}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Receive(t, attacker.Done, 10*time.Second, "the connection with a second CONNECT is still open")
+	if pk, ok := attacker.ServerDisconnect(); !ok || pk.ReasonCode != packets.ErrProtocolViolationSecondConnect.Code {
+		t.Errorf("the second CONNECT ended with DISCONNECT %v (0x%02x), want 0x%02x protocol error", ok, pk.ReasonCode, packets.ErrProtocolViolationSecondConnect.Code)
+	}
+	// The intruder's connection leaves the client list once cleaned up.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		_, intruder := srv.Broker.Server.Clients.Get("intruder")
+		_, phone := srv.Broker.Server.Clients.Get("victim-phone")
+		if !intruder || !phone {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok := srv.Broker.Server.Clients.Get("intruder"); ok {
+		t.Error("the connection that sent a second CONNECT is still in the broker's client list")
+	}
+	if cl, ok := srv.Broker.Server.Clients.Get("victim-phone"); !ok || cl.Closed() {
+		t.Error("another user's connection left the broker's client list when a connection sent a CONNECT naming its client id")
+	}
+	if victim.Closed() {
+		t.Error("another user's connection closed")
+	}
+	if n := connects(t, srv, "malformed") - before; n != 0 {
+		t.Errorf(`chat_mqtt_connects_total{outcome="malformed"} grew by %v for a second CONNECT, want 0: it is no connect`, n)
+	}
+}
+
+// The CONNECTs refused for their form are refused before the per-IP
+// connect limit and before any token is checked: anyone can send them as
+// fast as the network takes them. Each is counted, and logged at debug as
+// a rate-limited connect is, never at info: a flood of them must not
+// flood the log too.
+func TestConnectsRefusedForTheirFormLogNothingAtInfo(t *testing.T) {
+	t.Parallel()
+	logs := &logtest.Buffer{}
+	srv := testnode.Start(t, nodeEnv(t, pgtest.NewDB(t), nil), slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	willQoS2 := rawConnect("MQTT", 5, flagClean|flagWill|flagWillQoS2, str("flood-will"), []byte{0}, str("t"), str("x"))
+	emptyID := rawConnect("MQTT", 4, 0, str(""))
+	for i := 0; i < 5; i++ {
+		for _, connect := range [][]byte{willQoS2, emptyID} {
+			if _, _, closed := connackOf(t, srv.MQTTAddr(), connect); closed {
+				t.Fatalf("% x: closed without a CONNACK", connect)
+			}
+		}
+	}
+	if n := connects(t, srv, "will_refused") + connects(t, srv, "client_id_invalid"); n != 10 {
+		t.Errorf("%v of the 10 refusals counted", n)
+	}
+	if out := logs.String(); strings.Contains(out, "connection refused") {
+		t.Errorf("refusals of CONNECTs for their form logged at info:\n%s", out)
 	}
 }
