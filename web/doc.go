@@ -35,7 +35,8 @@
 // The static files are built from web/src by web/build.sh (esbuild bundles
 // mqtt.js and the app into static/app.js, and the service worker into
 // static/sw.js); the built files are committed, so
-// building chatd needs no Node.js. The page's behaviour (reconnects, gap
+// building chatd needs no Node.js. The page's behaviour (reconnects, a
+// new client id when another user's session holds the tab's, gap
 // filling with afterSeq, unread badges, receipts, escaping, replies,
 // forwards, edits, recalls and reactions) is tested in a real Chromium by
 // browser_test.go.

@@ -82,30 +82,35 @@ function randomHex(bytes) {
   return [...a].map((b) => b.toString(16).padStart(2, '0')).join('');
 }
 
-/**
- * Picks the MQTT client id: web-<uid>-<suffix>. The suffix persists in
- * localStorage so a reload resumes the same persistent session (the server
- * replays what was missed). Two tabs of one browser must not share an id:
- * each would take the session over from the other in a reconnect loop. A
- * Web Lock held for the tab's lifetime claims a suffix; a second tab finds
- * it taken and claims (or creates) another.
- */
-export async function claimClientId(userId) {
+function storedSuffixes() {
   let suffixes = [];
   try {
     suffixes = JSON.parse(localStorage.getItem(CLIENT_KEY) || '[]');
   } catch {
     suffixes = [];
   }
-  if (!Array.isArray(suffixes)) suffixes = [];
+  return Array.isArray(suffixes) ? suffixes : [];
+}
+
+/**
+ * Picks the MQTT client id: web-<uid>-<suffix>. The suffix persists in
+ * localStorage so a reload resumes the same persistent session (the server
+ * replays what was missed). Two tabs of one browser must not share an id:
+ * each would take the session over from the other in a reconnect loop. A
+ * Web Lock held for the tab's lifetime claims a suffix; a second tab finds
+ * it taken and claims (or creates) another. fresh: a new suffix, none of
+ * those stored (the server refused this tab's id, forgetClientId).
+ */
+export async function claimClientId(userId, { fresh = false } = {}) {
+  const suffixes = storedSuffixes();
   const locks = typeof navigator !== 'undefined' && navigator.locks;
   if (!locks) {
     // No Web Locks (not a secure context): one id per browser.
-    if (!suffixes.length) suffixes.push(randomHex(6));
+    if (fresh || !suffixes.length) suffixes.unshift(randomHex(6));
     localStorage.setItem(CLIENT_KEY, JSON.stringify(suffixes.slice(0, 8)));
     return `web-${userId}-${suffixes[0]}`;
   }
-  for (const s of [...suffixes, randomHex(6)]) {
+  for (const s of [...(fresh ? [] : suffixes), randomHex(6)]) {
     if (await tryHold(locks, clientLockName(userId, s))) {
       if (!suffixes.includes(s)) suffixes.push(s);
       localStorage.setItem(CLIENT_KEY, JSON.stringify(suffixes.slice(-8)));
@@ -116,6 +121,34 @@ export async function claimClientId(userId) {
 }
 
 /**
+ * The server refused client id web-<userId>-<suffix> (another user's
+ * session holds it): no later page claims its suffix again.
+ */
+export function forgetClientId(clientId) {
+  const m = /^web-[^-]+-([^-]+)$/.exec(clientId);
+  if (!m) return;
+  try {
+    const suffixes = storedSuffixes();
+    if (suffixes.includes(m[1])) localStorage.setItem(CLIENT_KEY, JSON.stringify(suffixes.filter((s) => s !== m[1])));
+  } catch {
+    // Storage unavailable: a later page may try the suffix again, and
+    // be refused again.
+  }
+}
+
+/**
+ * Lets go of the Web Lock this page holds on clientId (claimClientId),
+ * once it uses another: what is left under it is another page's to take.
+ */
+export function releaseClientId(clientId) {
+  const m = /^web-([^-]+)-([^-]+)$/.exec(clientId);
+  if (!m) return;
+  const name = clientLockName(m[1], m[2]);
+  held.get(name)?.();
+  held.delete(name);
+}
+
+/**
  * The Web Lock an open tab holds on client id web-<userId>-<suffix>: free,
  * the tab is gone and its outbox is for another page to send (outbox.js).
  */
@@ -123,14 +156,21 @@ export function clientLockName(userId, suffix) {
   return `chatd-client-${userId}-${suffix}`;
 }
 
-/** Holds the named lock until the page goes away, if it is free now. */
+// The locks tryHold holds, by name: each one's release.
+const held = new Map();
+
+/**
+ * Holds the named lock until the page goes away (or releaseClientId), if
+ * it is free now.
+ */
 function tryHold(locks, name) {
   return new Promise((resolve) => {
     locks
       .request(name, { ifAvailable: true }, (lock) => {
         resolve(Boolean(lock));
-        // Never resolves: the lock is released when the tab closes.
-        return lock ? new Promise(() => {}) : undefined;
+        if (!lock) return undefined;
+        // Released when the tab closes, or by releaseClientId.
+        return new Promise((release) => held.set(name, release));
       })
       .catch(() => resolve(false));
   });

@@ -3,7 +3,7 @@
 // back button and reloads work without server-side routes.
 
 import { Api } from './api.js';
-import { callAt, claimClientId, clearSignIn, loadSignIn, watchSignIn } from './auth.js';
+import { callAt, claimClientId, clearSignIn, forgetClientId, loadSignIn, releaseClientId, watchSignIn } from './auth.js';
 import { MqttSession } from './mqtt-session.js';
 import { ChatState } from './store/state.js';
 import { Sync } from './store/sync.js';
@@ -46,7 +46,19 @@ async function startApp({ token, userId, exp }) {
     .then(() => forgetOthersShown(userId))
     .catch(() => {});
   const state = new ChatState(userId);
-  const session = new MqttSession({ userId, token, clientId: clientIds.get(userId) });
+  // CONNACK 0x85: another user's session holds this tab's client id. The
+  // tab claims a new one as it claimed the first (no other tab has it),
+  // and what waits unsent under the old one moves to it; the old one's
+  // lock goes once its outbox is empty, and no later page picks it.
+  const renewClientId = async (refused) => {
+    forgetClientId(refused);
+    const id = await claimClientId(userId, { fresh: true });
+    outbox.moveTo(id);
+    if (clientIds.get(userId) === refused) clientIds.set(userId, id);
+    releaseClientId(refused);
+    return id;
+  };
+  const session = new MqttSession({ userId, token, clientId: clientIds.get(userId), renewClientId });
   let ended = false;
   // forced: the token expired or was refused. The user is gone from this
   // browser as after signing out, unless another tab signed in meanwhile
@@ -99,6 +111,9 @@ async function startApp({ token, userId, exp }) {
   const stopExpiryTimer = callAt(exp, () => signOut('Your session expired. Sign in again.', { forced: true }));
   const api = new Api(token, () => signOut('Your session expired or the token was rejected. Sign in again.', { forced: true }));
   session.addEventListener('unauthorized', () => signOut('The server rejected your token. Sign in again.', { forced: true }));
+  // Refused every client id: the token is good, so the user stays; the
+  // sidebar says the page is not connected.
+  session.addEventListener('refused', () => notify('Not connected: the server refused the client ids of this page. Reload the page to try again.'));
   const sync = new Sync(state, api, session);
   sync.outbox = outbox;
   const people = new People(api, userId);

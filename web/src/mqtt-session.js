@@ -33,11 +33,25 @@ export function reconnectDelay(n) {
   return full / 2 + Math.random() * (full / 2);
 }
 
+/**
+ * How many client ids in a row (no CONNACK 0 between them) a session
+ * takes after CONNACK 0x85 before it stops: another user's session
+ * holding one random id is bad luck, or someone squatting it; a server
+ * refusing three fresh ones refuses them all, and asking it again
+ * changes nothing.
+ */
+export const MAX_CLIENT_ID_RENEWALS = 3;
+
 export class MqttSession extends EventTarget {
   /**
-   * @param {{userId:number, token:string, clientId:string, url?:string}} o
+   * renewClientId(refused) resolves with a client id of this tab's own to
+   * use instead of refused, which the server answered CONNACK 0x85
+   * (another user's session holds it). Without it, 0x85 stops the
+   * session as after MAX_CLIENT_ID_RENEWALS.
+   * @param {{userId:number, token:string, clientId:string, url?:string,
+   *   renewClientId?:(refused:string)=>Promise<string>}} o
    */
-  constructor({ userId, token, clientId, url }) {
+  constructor({ userId, token, clientId, url, renewClientId = null }) {
     super();
     this.userId = userId;
     this.eventsTopic = `chat/v1/user/${userId}/events`;
@@ -45,6 +59,12 @@ export class MqttSession extends EventTarget {
     this.url = url || `${scheme}//${location.host}/mqtt`;
     this.token = token;
     this.clientId = clientId;
+    this.renewClientId = renewClientId;
+    // Client ids taken since the last CONNACK 0; a new one on its way.
+    this.renewals = 0;
+    this.renewing = false;
+    // The server refused every client id we had (0x85): stopped.
+    this.refused = null;
     this.client = null;
     this.connects = 0;
     // The retryAfter of the last CONNACK refusing us, in seconds (0: none).
@@ -93,6 +113,7 @@ export class MqttSession extends EventTarget {
     c.on('connect', (connack) => {
       this.connects++;
       this.failures = 0;
+      this.renewals = 0;
       this.maxPacket = connack.properties?.maximumPacketSize || 0;
       // The body limit (docs/protocol.md, "Capabilities"): absent from an
       // older server, whose too_large refusals still say it.
@@ -138,8 +159,12 @@ export class MqttSession extends EventTarget {
       // options.reconnectPeriod: set the period this failure calls for and
       // arm it again with it (its own _clearReconnect/_setupReconnect, as
       // its close handler uses them; mqtt.js is pinned in package-lock).
-      c.options.reconnectPeriod = Math.max(reconnectDelay(++this.failures), retryAfterDelay(this.connackRetryAfter));
+      const period = Math.max(reconnectDelay(++this.failures), retryAfterDelay(this.connackRetryAfter));
       this.connackRetryAfter = 0;
+      // A client id on its way (0x85): the reconnect waits for it, and
+      // takes this period then.
+      if (this.renewing) return;
+      c.options.reconnectPeriod = period;
       if (c.reconnectTimer) {
         c._clearReconnect();
         c._setupReconnect();
@@ -151,6 +176,13 @@ export class MqttSession extends EventTarget {
       if (err && (err.code === 0x86 || err.code === 0x87 || err.code === 4 || err.code === 5)) {
         c.end(true);
         this.emit('unauthorized', err);
+        return;
+      }
+      // 0x85 client identifier not valid (3.1.1's 0x02, as the 4 and 5
+      // above): another user's session holds our client id. The token is
+      // good: connect with an id of our own (docs/mobile.md).
+      if (err && (err.code === 0x85 || err.code === 2)) {
+        this.clientIdRefused(c, err);
         return;
       }
       this.emit('error', err);
@@ -165,6 +197,69 @@ export class MqttSession extends EventTarget {
       }
       if (ev && typeof ev.type === 'string') this.emit('event', ev);
     });
+  }
+
+  /**
+   * CONNACK 0x85 on connection c: claims another client id
+   * (renewClientId) and reconnects with it, mqtt.js keeping what it
+   * queued; at most MAX_CLIENT_ID_RENEWALS in a row, then the session
+   * stops (status 'refused', event 'refused'). The new id is a new
+   * session on the server (session present 0): the 'connected' that
+   * follows starts the catch-up from the inbox, as after any session
+   * loss, and we subscribe again on every CONNACK anyway.
+   */
+  clientIdRefused(c, err) {
+    // mqtt.js arms its reconnect right after this handler, and our close
+    // handler may have re-armed it: with a period of 0 neither does,
+    // and no attempt goes out with the refused id.
+    c._clearReconnect();
+    c.options.reconnectPeriod = 0;
+    if (this.renewing) return;
+    if (!this.renewClientId || this.renewals >= MAX_CLIENT_ID_RENEWALS) {
+      this.stopRefused(c, err);
+      return;
+    }
+    this.renewals++;
+    this.renewing = true;
+    const refused = this.clientId;
+    Promise.resolve()
+      .then(() => this.renewClientId(refused))
+      .then(
+        (id) => {
+          this.renewing = false;
+          if (this.client !== c || c.disconnecting) return; // closed meanwhile
+          if (typeof id !== 'string' || !id || id === refused) {
+            this.stopRefused(c, err);
+            return;
+          }
+          this.clientId = id;
+          c.options.clientId = id;
+          c.options.reconnectPeriod = reconnectDelay(Math.max(1, this.failures));
+          if (!c.connected && !c.reconnectTimer) c._setupReconnect();
+        },
+        () => {
+          this.renewing = false;
+          if (this.client === c && !c.disconnecting) this.stopRefused(c, err);
+        },
+      );
+  }
+
+  /**
+   * The server refuses our client ids: no more attempts. The user stays
+   * signed in (the token is good) and what is unsent stays in the
+   * outbox for a later page; what waited for the first CONNACK is
+   * answered "not sent".
+   */
+  stopRefused(c, err) {
+    this.refused = err;
+    // Ended with a period of 0, mqtt.js would count the client as no
+    // longer disconnecting once its stores close, and our close handler
+    // would report it offline, reconnecting.
+    c.options.reconnectPeriod = reconnectDelay(1);
+    c.end(true);
+    for (const p of this.early.splice(0)) p.reject(refusedError());
+    this.emit('status', 'refused');
+    this.emit('refused', err);
   }
 
   /**
@@ -194,6 +289,10 @@ export class MqttSession extends EventTarget {
     return new Promise((resolve, reject) => {
       if (!this.client) {
         reject(new SendError('Signed out.', undefined));
+        return;
+      }
+      if (this.refused) {
+        reject(refusedError());
         return;
       }
       const p = { name, payload, resolve, reject };
@@ -272,6 +371,11 @@ export function publishSize(topic, payload) {
   let lenBytes = 1;
   for (let n = rest; n >= 128; n = Math.floor(n / 128)) lenBytes++;
   return 1 + lenBytes + rest;
+}
+
+/** A send after the server refused every client id (stopRefused). */
+function refusedError() {
+  return new SendError('Not sent: the server refused this browser\'s connection. Reload the page to try again.', undefined);
 }
 
 /** mqtt.js gives a user property as a string, or an array if repeated. */

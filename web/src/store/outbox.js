@@ -73,6 +73,19 @@ export class Outbox {
     }
   }
 
+  /**
+   * The tab connects with clientId from now on (the server refused the
+   * one before): what is kept under the old one moves with it, in its
+   * order. Nothing is sent again for that: what this page published is
+   * still queued in mqtt.js, and goes out once, on the new connection.
+   */
+  moveTo(clientId) {
+    const old = this.key;
+    this.clientId = clientId;
+    this.key = PREFIX + clientId;
+    if (old !== this.key) this.take(old);
+  }
+
   /** Moves the entries kept under key into this outbox. */
   take(key) {
     let theirs;

@@ -31,7 +31,7 @@ export class ChatState extends EventTarget {
     /** @type {Map<number, Conversation>} */
     this.conversations = new Map();
     this.openId = null;
-    this.connection = 'connecting'; // connecting | online | offline
+    this.connection = 'connecting'; // connecting | online | offline | refused (stopped: MqttSession.stopRefused)
     this.onlineAt = 0; // when the connection last came online (ms epoch)
     this.inboxLoaded = false;
     /** @type {Map<string|number, string>} 'inbox' or a conversation id -> what a request retried there waits for */

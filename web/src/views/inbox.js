@@ -7,7 +7,7 @@
 import { h, icon } from './dom.js';
 import { avatar, avatarKey, conversationTitle, displayName, msgTypeLabel, personAvatar, personAvatarKey, shortTime, systemText, typingText, userName } from './format.js';
 
-const STATUS_TEXT = { online: 'Online', connecting: 'Connecting…', offline: 'Offline, reconnecting…' };
+const STATUS_TEXT = { online: 'Online', connecting: 'Connecting…', offline: 'Offline, reconnecting…', refused: 'Not connected: reload the page' };
 
 /**
  * @param {import('../store/state.js').ChatState} state
