@@ -415,7 +415,8 @@ func (p *Presence) HiddenFrom(ctx context.Context, users []int64, maxMembers int
 // memberships (sharesSmallSQL).
 // Lookups per pair, not joins: planned on a table without statistics,
 // a join of the pairs with the conversations' members was nested loops,
-// 4 s for the 39,800 pairs of a group of 200 created at once.
+// 4 s for the 39,800 pairs of a group of 200 created at once (Watching
+// decides those from the conversation's members first: viaMembers).
 var watchingSQL = `
 SELECT p.subject, p.watcher
 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS p(subject, watcher, via)
