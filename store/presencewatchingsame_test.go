@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,7 +24,9 @@ import (
 // conversation given, as a removal's pairs are read (the member in all
 // of them read from their side), and for random pairs, some with
 // themselves and some twice, given no conversation, one of them, one
-// that does not exist.
+// that does not exist; and for a join's pairs, every member of each
+// conversation with every other given that conversation, alone and with
+// other pairs given it too.
 func TestWatchingAnswersAsReadingEveryPairAlikeDid(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -34,17 +37,31 @@ func TestWatchingAnswersAsReadingEveryPairAlikeDid(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 64))
 		convs := randomPresenceShape(t, ctx, pool, rng, seed)
 		var batches [][3][]int64
+		var prevJoin [3][]int64
 		for _, c := range convs {
 			members := membersOf(t, ctx, pool, c)
+			var join [3][]int64
 			for _, u := range members {
 				var b [3][]int64
 				for _, o := range members {
 					if o != u {
 						b[0], b[1], b[2] = append(b[0], u, o), append(b[1], o, u), append(b[2], 0, 0)
+						join[0], join[1], join[2] = append(join[0], u), append(join[1], o), append(join[2], c)
 					}
 				}
 				batches = append(batches, b)
 			}
+			// A join's pairs: every member with every other, given the
+			// conversation; and with them the previous conversation's
+			// pairs given this one too (members of both, of one, of
+			// neither).
+			batches = append(batches, join)
+			mixed := [3][]int64{slices.Clone(join[0]), slices.Clone(join[1]), slices.Clone(join[2])}
+			for i := range prevJoin[0] {
+				mixed[0], mixed[1], mixed[2] = append(mixed[0], prevJoin[0][i]), append(mixed[1], prevJoin[1][i]), append(mixed[2], c)
+			}
+			batches = append(batches, mixed)
+			prevJoin = join
 		}
 		for range 20 {
 			var b [3][]int64

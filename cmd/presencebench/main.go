@@ -178,6 +178,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("sharing %d groups:\n", shared)
 	var addNew, addOne []time.Duration
 	var shown map[int64][]int64
+	var shownIn int64
 	for i := range o.runs {
 		g, err := group(1, members[:len(members)-1])
 		if err != nil {
@@ -189,7 +190,7 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("add member: %w", err)
 		}
 		addNew = append(addNew, time.Since(start))
-		shown = pub.last().PresenceShown
+		shown, shownIn = pub.last().PresenceShown, pub.last().ConversationID
 		one, err := group(2_000_000+int64(i), nil)
 		if err != nil {
 			return err
@@ -205,7 +206,7 @@ func run(ctx context.Context, o options) error {
 
 	// What a node with all of them connected reads for the newcomer's
 	// member.added.
-	if err := tracker(ctx, pr, "the newcomer's member.added", shown, pub.last().ConversationID, o.runs); err != nil {
+	if err := tracker(ctx, pr, "the newcomer's member.added", shown, shownIn, o.runs); err != nil {
 		return err
 	}
 
