@@ -121,17 +121,28 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 				_ = conn.Close()
 				return
 			}
-			if !l.enter() {
+			// Counted from here, before mochi allocates anything for it;
+			// its address is known now (PROXY protocol's, if any).
+			key, err := l.pending.reserve(remoteIP(conn))
+			if err != nil {
+				if errors.Is(err, errTooManyPending) { // a flood: at debug, counted in chat_mqtt_connects_total
+					l.log.Debug("mqtt connection refused: too many connections from its address have not sent their CONNECT", "remote", conn.RemoteAddr().String())
+				}
 				_ = conn.Close()
 				return
 			}
-			capped, ok := l.pending.track(conn)
+			if !l.enter() {
+				l.pending.release(key)
+				_ = conn.Close()
+				return
+			}
+			capped, ok := l.pending.track(conn, key)
 			if !ok {
 				l.leave()
 				_ = conn.Close()
 				return
 			}
-			err := establish(l.id, capped)
+			err = establish(l.id, capped)
 			l.pending.forget(capped)
 			l.leave()
 			if err != nil {
