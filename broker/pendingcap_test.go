@@ -9,8 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,7 +71,7 @@ func waitClosed(c net.Conn, d time.Duration) bool {
 	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
-func startCappedBroker(t *testing.T, max int, refused func()) (*TCPListener, *mqtt.Server) {
+func startCappedBroker(t *testing.T, max int, refused func(), wrap ...func(net.Listener) net.Listener) (*TCPListener, *mqtt.Server) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	srv := mqtt.New(&mqtt.Options{Logger: log})
@@ -78,6 +81,9 @@ func startCappedBroker(t *testing.T, max int, refused func()) (*TCPListener, *mq
 	}
 	l := NewTCPListener("t", "0.0.0.0:0", nil, log)
 	l.clients, l.pending = &srv.Listeners.ClientsWg, newPendingConnects(max, refused)
+	if len(wrap) > 0 {
+		l.wrap = wrap[0]
+	}
 	if err := srv.AddListener(l); err != nil {
 		t.Fatal(err)
 	}
@@ -233,4 +239,49 @@ func TestAWebSocketUpgradeOverThePendingCapIsRefusedBeforeUpgrading(t *testing.T
 		t.Fatalf("another address was refused: %v", err)
 	}
 	_ = ws.Close()
+}
+
+// failingListener fails its first n Accepts with EMFILE, noting when.
+type failingListener struct {
+	net.Listener
+	n     int
+	mu    sync.Mutex
+	calls []time.Time
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	l.calls = append(l.calls, time.Now())
+	fail := len(l.calls) <= l.n
+	l.mu.Unlock()
+	if fail {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// Out of file descriptors, Accept fails until some close: the accept loop
+// waits longer after each failure (5 ms, 10 ms, ... as net/http does)
+// rather than spinning or giving up, and accepts again once Accept works.
+func TestTheAcceptLoopBacksOffOnEMFILEAndKeepsAccepting(t *testing.T) {
+	fl := &failingListener{n: 5}
+	l, _ := startCappedBroker(t, 64, nil, func(ln net.Listener) net.Listener { fl.Listener = ln; return fl })
+	_, port, _ := net.SplitHostPort(l.Address())
+	c := dialFrom(t, "127.0.0.5", net.JoinHostPort("127.0.0.1", port))
+	defer c.Close()
+	if err := connectAndAuthenticate(c); err != nil {
+		t.Fatalf("no connection accepted after Accept's EMFILE errors: %v", err)
+	}
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if len(fl.calls) < 6 {
+		t.Fatalf("%d Accept calls, want the 5 failures and a success", len(fl.calls))
+	}
+	// A sleep lasts at least what it was asked: 5 ms after the first
+	// failure, doubled after each.
+	for k, want := 1, 5*time.Millisecond; k <= 5; k, want = k+1, 2*want {
+		if gap := fl.calls[k].Sub(fl.calls[k-1]); gap < want {
+			t.Fatalf("Accept retried %v after failure %d: want %v or more (a wait growing from 5 ms)", gap, k, want)
+		}
+	}
 }

@@ -104,16 +104,23 @@ func (l *TCPListener) Init(*slog.Logger) error {
 
 // Serve accepts connections until Close.
 func (l *TCPListener) Serve(establish listeners.EstablishFn) {
+	var backoff time.Duration
 	for {
 		conn, err := l.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			l.log.Warn("accept mqtt connection", "err", err)
-			time.Sleep(50 * time.Millisecond) // e.g. out of file descriptors
+			// Out of file descriptors (EMFILE, ENFILE) or the like: wait
+			// and accept again, as net/http's Serve does (5 ms doubling to
+			// 1 s), so neither the loop nor the log spins while descriptors
+			// are short, and connections are accepted again once some close.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			l.log.Warn("accept mqtt connection", "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
 			continue
 		}
+		backoff = 0
 		_ = conn.SetReadDeadline(time.Now().Add(ConnectTimeout))
 		go func() {
 			if err := proxyRefused(conn); err != nil {
