@@ -117,7 +117,7 @@ func TestDefaults(t *testing.T) {
 		{"limit_connect_user_rate", s.LimitConnectUserRate, 1.0},
 		{"limit_connect_user_burst", s.LimitConnectUserBurst, 20},
 		{"max_connections_per_user", s.MaxConnectionsPerUser, 20},
-		{"max_pending_connects_per_ip", s.MaxPendingConnectsPerIP, 64},
+		{"max_pending_connects_per_ip", s.MaxPendingConnectsPerIP, 256},
 		{"connect_budget_rate", s.ConnectBudgetRate, 1000.0},
 		{"connect_budget_queue", s.ConnectBudgetQueue, 1000},
 		{"redis_url", s.RedisURL, ""},
