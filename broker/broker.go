@@ -30,7 +30,12 @@ type Config struct {
 	// ForwardedTrusted are the HTTP proxies whose X-Forwarded-For names a
 	// WebSocket client's address (ClientAddr).
 	ForwardedTrusted []netip.Prefix
-	Hook             *hooks.Chat
+	// MaxPendingPerIP is how many connections one client address (an
+	// IPv6 one: its /64) may hold open without having sent their CONNECT;
+	// a new one over it is closed at once, before mochi reads anything
+	// (WebSocket: answered 429 before the upgrade). 0: no cap.
+	MaxPendingPerIP int
+	Hook            *hooks.Chat
 	// Limits size the largest packet accepted (MaxPacketSize).
 	Limits chat.Limits
 	// Hub is the node's delivery (delivery.Hub), stopped after the hook
@@ -69,7 +74,7 @@ func New(cfg Config) (*Broker, error) {
 	if err := srv.AddHook(cfg.Hook, nil); err != nil {
 		return nil, fmt.Errorf("add chat hook: %w", err)
 	}
-	b := &Broker{cfg: cfg, Server: srv, pending: newPendingConnects()}
+	b := &Broker{cfg: cfg, Server: srv, pending: newPendingConnects(cfg.MaxPendingPerIP, cfg.Hook.CountTooManyPending)}
 	if cfg.MQTTAddr != "" {
 		b.tcp = NewTCPListener("tcp", cfg.MQTTAddr, cfg.TLS, cfg.Logger.With("component", "mqtt"))
 		b.tcp.wrap, b.tcp.ended, b.tcp.clients, b.tcp.pending = cfg.WrapListener, cfg.Hook.ConnectionEnded, &srv.Listeners.ClientsWg, b.pending

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"time"
 )
@@ -36,6 +37,8 @@ type connectCapped struct {
 	checked bool
 	timeout atomic.Int64     // 1.5 × keepalive (a time.Duration); 0 until SetKeepalive
 	pending *pendingConnects // the connections waiting for their CONNECT, nil: not counted
+	// pendingKey is what pending counts it under (pendingKey).
+	pendingKey netip.Prefix
 }
 
 // Unwrap returns the connection the listener accepted.

@@ -13,6 +13,15 @@
 // server DISCONNECT: the socket is closed, see hooks). The caller closes
 // the database afterwards.
 //
+// Every listener caps the connections of one client address (an IPv6
+// one: its /64; the address the connect limit sees) that have not sent
+// their CONNECT (Config.MaxPendingPerIP): connect limits apply to a
+// CONNECT, so connections that send nothing would otherwise each hold a
+// descriptor until the connect timeout, and one host re-opening them could
+// exhaust the node's. One over the cap is closed before mochi reads it
+// (WebSocket: 429 before the upgrade), counted by
+// hooks.Chat.CountTooManyPending.
+//
 // A client's listener id is its transport (mqtt.Client.Net.Listener).
 // Every listener tells the chat hook when mochi is done with a connection
 // (hooks.Chat.ConnectionEnded), on the connection's own goroutine, after

@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -12,27 +14,139 @@ import (
 // has no session to drain, so Shutdown cuts its wait for the CONNECT
 // short: otherwise mochi's Server.Close waits for it until its
 // ConnectTimeout, whatever the shutdown's budget.
+//
+// They are also capped per client address (maxPerIP): every connect limit
+// applies to a CONNECT, so without it one address could open connections
+// that send nothing, each holding a file descriptor, mochi's goroutines
+// and read buffer for the ConnectTimeout, and re-open them until the
+// process runs out of descriptors, locking every other client out.
 type pendingConnects struct {
 	mu    sync.Mutex
 	conns map[*connectCapped]struct{}
+	perIP map[netip.Prefix]int // by pendingKey: slots reserved, tracked or not yet
 	cut   bool
+	// maxPerIP is how many connections one address (an IPv6 one: its /64)
+	// may have waiting for their CONNECT at once, 0: no cap.
+	maxPerIP int
+	// refused, if set, counts a connection refused for maxPerIP.
+	refused func()
 }
 
-func newPendingConnects() *pendingConnects {
-	return &pendingConnects{conns: map[*connectCapped]struct{}{}}
+// errShuttingDown and errTooManyPending are why reserve refuses a slot.
+var (
+	errShuttingDown   = errors.New("the broker is shutting down")
+	errTooManyPending = errors.New("too many connections from this address have not sent their CONNECT yet")
+)
+
+func newPendingConnects(maxPerIP int, refused func()) *pendingConnects {
+	return &pendingConnects{conns: map[*connectCapped]struct{}{}, perIP: map[netip.Prefix]int{},
+		maxPerIP: maxPerIP, refused: refused}
+}
+
+// pendingKey is what the cap counts a connection from a under, as the
+// per-IP connect limit does (hooks' connectKey): an IPv4 address (or an
+// IPv4-mapped IPv6 one) itself, an IPv6 address its /64, since one host is
+// handed a whole /64. The zero Prefix (an address that is not an IP
+// address) is not counted.
+func pendingKey(a netip.Addr) netip.Prefix {
+	if !a.IsValid() {
+		return netip.Prefix{}
+	}
+	if a = a.Unmap(); a.Is4() {
+		return netip.PrefixFrom(a, 32)
+	}
+	p, err := a.WithZone("").Prefix(64)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	return p
+}
+
+// remoteIP is the IP address of conn's remote end (the client's, behind
+// PROXY protocol or a trusted proxy: the listeners wrap conn so that
+// RemoteAddr says it); the zero Addr when it has none.
+func remoteIP(conn net.Conn) netip.Addr {
+	ra := conn.RemoteAddr()
+	if ra == nil {
+		return netip.Addr{}
+	}
+	if ta, ok := ra.(*net.TCPAddr); ok {
+		a, _ := netip.AddrFromSlice(ta.IP)
+		return a
+	}
+	ap, err := netip.ParseAddrPort(ra.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr()
+}
+
+// reserve counts a connection from a as waiting for its CONNECT, before it
+// is handed to mochi (a WebSocket one: before its upgrade); the key it
+// answers is given to track, or to release if the connection goes no
+// further. errTooManyPending when a already has maxPerIP waiting (counted
+// by refused), errShuttingDown once the shutdown cut the waits. A nil p
+// reserves nothing.
+func (p *pendingConnects) reserve(a netip.Addr) (netip.Prefix, error) {
+	if p == nil {
+		return netip.Prefix{}, nil
+	}
+	key := pendingKey(a)
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		return netip.Prefix{}, errShuttingDown
+	}
+	if !key.IsValid() {
+		p.mu.Unlock()
+		return key, nil
+	}
+	if p.maxPerIP > 0 && p.perIP[key] >= p.maxPerIP {
+		p.mu.Unlock()
+		if p.refused != nil {
+			p.refused()
+		}
+		return netip.Prefix{}, errTooManyPending
+	}
+	p.perIP[key]++
+	p.mu.Unlock()
+	return key, nil
+}
+
+// release ends a reservation that was not tracked.
+func (p *pendingConnects) release(key netip.Prefix) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.releaseLocked(key)
+	p.mu.Unlock()
+}
+
+func (p *pendingConnects) releaseLocked(key netip.Prefix) {
+	if !key.IsValid() {
+		return
+	}
+	if p.perIP[key] <= 1 {
+		delete(p.perIP, key)
+		return
+	}
+	p.perIP[key]--
 }
 
 // track caps conn's CONNECT (connectCapped) for handing it to mochi,
-// counting it until its CONNECT comes or it ends (forget); false once the
-// shutdown cut the waits (then close conn). A nil p tracks nothing.
-func (p *pendingConnects) track(conn net.Conn) (*connectCapped, bool) {
-	c := &connectCapped{Conn: conn, pending: p}
+// counting it, under key (from reserve), until its CONNECT comes or it
+// ends (forget); false once the shutdown cut the waits (then close conn:
+// the reservation is released). A nil p tracks nothing.
+func (p *pendingConnects) track(conn net.Conn, key netip.Prefix) (*connectCapped, bool) {
+	c := &connectCapped{Conn: conn, pending: p, pendingKey: key}
 	if p == nil {
 		return c, true
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cut {
+		p.releaseLocked(key)
 		return nil, false
 	}
 	p.conns[c] = struct{}{}
@@ -47,13 +161,16 @@ func (b *Broker) AwaitingConnect() int {
 	return len(b.pending.conns)
 }
 
-// forget ends c's wait for its CONNECT.
+// forget ends c's wait for its CONNECT (again: nothing).
 func (p *pendingConnects) forget(c *connectCapped) {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
-	delete(p.conns, c)
+	if _, ok := p.conns[c]; ok {
+		delete(p.conns, c)
+		p.releaseLocked(c.pendingKey)
+	}
 	p.mu.Unlock()
 }
 

@@ -104,16 +104,23 @@ func (l *TCPListener) Init(*slog.Logger) error {
 
 // Serve accepts connections until Close.
 func (l *TCPListener) Serve(establish listeners.EstablishFn) {
+	var backoff time.Duration
 	for {
 		conn, err := l.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			l.log.Warn("accept mqtt connection", "err", err)
-			time.Sleep(50 * time.Millisecond) // e.g. out of file descriptors
+			// Out of file descriptors (EMFILE, ENFILE) or the like: wait
+			// and accept again, as net/http's Serve does (5 ms doubling to
+			// 1 s), so neither the loop nor the log spins while descriptors
+			// are short, and connections are accepted again once some close.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			l.log.Warn("accept mqtt connection", "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
 			continue
 		}
+		backoff = 0
 		_ = conn.SetReadDeadline(time.Now().Add(ConnectTimeout))
 		go func() {
 			if err := proxyRefused(conn); err != nil {
@@ -121,17 +128,28 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 				_ = conn.Close()
 				return
 			}
-			if !l.enter() {
+			// Counted from here, before mochi allocates anything for it;
+			// its address is known now (PROXY protocol's, if any).
+			key, err := l.pending.reserve(remoteIP(conn))
+			if err != nil {
+				if errors.Is(err, errTooManyPending) { // a flood: at debug, counted in chat_mqtt_connects_total
+					l.log.Debug("mqtt connection refused: too many connections from its address have not sent their CONNECT", "remote", conn.RemoteAddr().String())
+				}
 				_ = conn.Close()
 				return
 			}
-			capped, ok := l.pending.track(conn)
+			if !l.enter() {
+				l.pending.release(key)
+				_ = conn.Close()
+				return
+			}
+			capped, ok := l.pending.track(conn, key)
 			if !ok {
 				l.leave()
 				_ = conn.Close()
 				return
 			}
-			err := establish(l.id, capped)
+			err = establish(l.id, capped)
 			l.pending.forget(capped)
 			l.leave()
 			if err != nil {

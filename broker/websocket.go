@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -137,8 +139,29 @@ func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this endpoint speaks MQTT over WebSocket (subprotocol mqtt)", http.StatusBadRequest)
 		return
 	}
+	client, forwarded := ClientAddr(r, l.trusted)
+	ip := client.Addr()
+	if !forwarded {
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+			ip = ap.Addr()
+		}
+	}
+	// Counted from before the upgrade: over the cap, nothing is upgraded.
+	key, err := l.pending.reserve(ip)
+	if err != nil {
+		if errors.Is(err, errTooManyPending) { // a flood: at debug, counted in chat_mqtt_connects_total
+			l.log.Debug("websocket mqtt connection refused: too many connections from its address have not sent their CONNECT", "remote", ip.String())
+			w.Header().Set("Retry-After", strconv.Itoa(int(ConnectTimeout/time.Second)))
+			http.Error(w, "too many connections from this address have not sent their CONNECT", http.StatusTooManyRequests)
+			return
+		}
+		w.Header().Set("Retry-After", "1") // shutting down, as above
+		http.Error(w, "MQTT over WebSocket is not accepting connections", http.StatusServiceUnavailable)
+		return
+	}
 	c, err := l.upgrader.Upgrade(w, r, nil)
 	if err != nil {
+		l.pending.release(key)
 		return // the upgrader already answered (403 for a foreign origin)
 	}
 	c.SetReadLimit(l.readLimit)
@@ -146,10 +169,10 @@ func (l *WSListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// over after it.
 	_ = c.NetConn().SetReadDeadline(time.Now().Add(ConnectTimeout))
 	var conn net.Conn = wsstream.New(c)
-	if addr, ok := ClientAddr(r, l.trusted); ok {
-		conn = remoteConn{Conn: conn, remote: net.TCPAddrFromAddrPort(addr)}
+	if forwarded {
+		conn = remoteConn{Conn: conn, remote: net.TCPAddrFromAddrPort(client)}
 	}
-	capped, ok := l.pending.track(conn)
+	capped, ok := l.pending.track(conn, key)
 	if !ok {
 		_ = conn.Close()
 		return

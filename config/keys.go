@@ -281,6 +281,12 @@ var keys = append([]*key{
 	mk("max_connections_per_user", "20", "MQTT connections (distinct client ids) one user may hold, across nodes with redis_url; 0 = unlimited",
 		"use a whole number between 0 and 100000, e.g. 20; 0 turns the cap off",
 		func(s *Settings, v string) (err error) { s.MaxConnectionsPerUser, err = parseInt(v, 0, 100000); return }),
+	mk("max_pending_connects_per_ip", "256", "MQTT connections one client address (IPv6: its /64) may hold open before sending their CONNECT; a new one over it is closed at once; 0 = unlimited",
+		"use a whole number between 0 and 1000000, e.g. 256; 0 turns the cap off",
+		func(s *Settings, v string) (err error) {
+			s.MaxPendingConnectsPerIP, err = parseInt(v, 0, 1000000)
+			return
+		}),
 	rateKey("connect_budget_rate", "1000", "MQTT CONNECTs this node handles per second, all clients together; 0 = unlimited",
 		func(s *Settings) *float64 { return &s.ConnectBudgetRate }),
 	mk("connect_budget_queue", "1000", "CONNECTs that may wait for connect_budget_rate; beyond, CONNACK 0x9F",

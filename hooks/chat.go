@@ -316,6 +316,15 @@ func (h *Chat) refuseRate(cl *mqtt.Client, err error, why connectOutcome, user i
 	return h.refuseWith(cl, busyCode(cl), why, user, props)
 }
 
+// CountTooManyPending counts a connection the broker closed before mochi
+// read anything from it, its client address holding the most connections
+// that have not sent their CONNECT (broker.Config.MaxPendingPerIP), as
+// chat_mqtt_connects_total{outcome="too_many_pending"}. Not logged here: a
+// flood must not flood the log. Safe for concurrent use.
+func (h *Chat) CountTooManyPending() {
+	h.cfg.Metrics.Connects.WithLabelValues(string(connectTooManyPending)).Inc()
+}
+
 // refuseWith is refuse with props (nil: none) on the CONNACK.
 func (h *Chat) refuseWith(cl *mqtt.Client, code packets.Code, why connectOutcome, user int64, props *packets.Properties) error {
 	h.cfg.Metrics.Connects.WithLabelValues(string(why)).Inc()

@@ -40,6 +40,10 @@ const (
 	connectAuthMethod       connectOutcome = "auth_method"
 	connectProtocolVersion  connectOutcome = "protocol_version"
 	connectMalformed        connectOutcome = "malformed"
+	// connectTooManyPending is a connection the broker closed before its
+	// CONNECT: its address already held the most connections waiting for
+	// theirs (CountTooManyPending).
+	connectTooManyPending connectOutcome = "too_many_pending"
 )
 
 // connectOutcomes are exported at 0 from the start: a series born at its
@@ -48,7 +52,7 @@ const (
 var connectOutcomes = []connectOutcome{connectOK, connectRateLimited, connectBusy, connectTooMany,
 	connectBadToken, connectUsernameMismatch, connectTokenRevoked, connectClientIDTaken,
 	connectAuthUnavailable, connectUnavailable, connectClientIDBusy, connectWillRefused,
-	connectClientIDInvalid, connectAuthMethod, connectProtocolVersion, connectMalformed}
+	connectClientIDInvalid, connectAuthMethod, connectProtocolVersion, connectMalformed, connectTooManyPending}
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {

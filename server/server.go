@@ -309,6 +309,8 @@ func (s *Server) startBroker(st config.Settings, api *httpapi.API, verifier *aut
 		Hub:            s.Hub,
 		Limits:         s.Service.Limits,
 		Logger:         s.log,
+
+		MaxPendingPerIP: st.MaxPendingConnectsPerIP,
 	}
 	s.brokerTLS(st, &bc)
 	var err error

@@ -43,9 +43,10 @@ func Env(t testing.TB, url string) map[string]string {
 		"CHAT_LIMIT_CONNECT_RATE": "0",
 		// Connection limits too: tests connect many clients at once, and
 		// one user from many clients.
-		"CHAT_LIMIT_CONNECT_USER_RATE":  "0",
-		"CHAT_MAX_CONNECTIONS_PER_USER": "0",
-		"CHAT_CONNECT_BUDGET_RATE":      "0",
+		"CHAT_LIMIT_CONNECT_USER_RATE":     "0",
+		"CHAT_MAX_CONNECTIONS_PER_USER":    "0",
+		"CHAT_CONNECT_BUDGET_RATE":         "0",
+		"CHAT_MAX_PENDING_CONNECTS_PER_IP": "0",
 	}
 }
 

@@ -53,16 +53,17 @@ func TestMain(m *testing.M) {
 // noLimits turns every rate limit off: these tests are about faults, not
 // about limits.
 var noLimits = map[string]string{
-	"CHAT_LIMIT_SEND_RATE":          "0",
-	"CHAT_LIMIT_CONV_RATE":          "0",
-	"CHAT_LIMIT_CONNECT_RATE":       "0",
-	"CHAT_LIMIT_CONNECT_USER_RATE":  "0",
-	"CHAT_MAX_CONNECTIONS_PER_USER": "0",
-	"CHAT_CONNECT_BUDGET_RATE":      "0",
-	"CHAT_LIMIT_API_RATE":           "0",
-	"CHAT_LIMIT_READ_RATE":          "0",
-	"CHAT_LIMIT_TYPING_RATE":        "0",
-	"CHAT_PRESENCE_PUSH":            "false",
+	"CHAT_LIMIT_SEND_RATE":             "0",
+	"CHAT_LIMIT_CONV_RATE":             "0",
+	"CHAT_LIMIT_CONNECT_RATE":          "0",
+	"CHAT_LIMIT_CONNECT_USER_RATE":     "0",
+	"CHAT_MAX_CONNECTIONS_PER_USER":    "0",
+	"CHAT_CONNECT_BUDGET_RATE":         "0",
+	"CHAT_MAX_PENDING_CONNECTS_PER_IP": "0",
+	"CHAT_LIMIT_API_RATE":              "0",
+	"CHAT_LIMIT_READ_RATE":             "0",
+	"CHAT_LIMIT_TYPING_RATE":           "0",
+	"CHAT_PRESENCE_PUSH":               "false",
 }
 
 // inCI is true under .ci/run, where the long scenarios run shortened.

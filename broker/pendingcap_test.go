@@ -1,0 +1,287 @@
+package broker
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+)
+
+// connect311 is an MQTT 3.1.1 CONNECT: client id "dev", user "dev",
+// password "pw", clean session, keepalive 30 s.
+var connect311 = []byte{0x10, 24, 0, 4, 'M', 'Q', 'T', 'T', 4, 0xC2, 0, 30,
+	0, 3, 'd', 'e', 'v', 0, 3, 'd', 'e', 'v', 0, 2, 'p', 'w'}
+
+// pendingFrom is how many connections from ip wait for their CONNECT.
+func (p *pendingConnects) pendingFrom(ip string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.perIP[pendingKey(netip.MustParseAddr(ip))]
+}
+
+// dialFrom connects to addr from the local address ip.
+func dialFrom(t *testing.T, ip, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial from %s: %v", ip, err)
+	}
+	return c
+}
+
+// connectAndAuthenticate sends a CONNECT with the ledger's credentials on
+// c and answers whether a CONNACK 0 (accepted) came back within a second.
+func connectAndAuthenticate(c net.Conn) error {
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(connect311); err != nil {
+		return err
+	}
+	ack := make([]byte, 4)
+	if _, err := io.ReadFull(c, ack); err != nil {
+		return err
+	}
+	if !bytes.Equal(ack, []byte{0x20, 2, 0, 0}) {
+		return errors.New("CONNACK " + string(rune('0'+ack[3])))
+	}
+	return nil
+}
+
+// waitClosed answers whether the peer closed c within d (a read gives EOF
+// or a reset, not a timeout).
+func waitClosed(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+func startCappedBroker(t *testing.T, max int, refused func(), wrap ...func(net.Listener) net.Listener) (*TCPListener, *mqtt.Server) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	srv := mqtt.New(&mqtt.Options{Logger: log})
+	ledger := &auth.Ledger{Auth: auth.AuthRules{{Username: "dev", Password: "pw", Allow: true}}}
+	if err := srv.AddHook(new(auth.Hook), &auth.Options{Ledger: ledger}); err != nil {
+		t.Fatal(err)
+	}
+	l := NewTCPListener("t", "0.0.0.0:0", nil, log)
+	l.clients, l.pending = &srv.Listeners.ClientsWg, newPendingConnects(max, refused)
+	if len(wrap) > 0 {
+		l.wrap = wrap[0]
+	}
+	if err := srv.AddListener(l); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.pending.cutAll()
+		_ = srv.Close()
+	})
+	return l, srv
+}
+
+// One address opening connections that send nothing held a descriptor,
+// goroutines and a buffer for each until its connect timeout, and no
+// connect limit saw them (they apply to a CONNECT): re-opening them, one
+// host could exhaust the node's descriptors. Now the 65th connection of an
+// address waiting for its CONNECT is closed at once, others still get in,
+// and the address gets in again once its silent connections are gone.
+func TestAnAddressHoldingTooManyConnectionsWithoutCONNECTIsRefusedOthersAreNot(t *testing.T) {
+	var refused atomic.Int64
+	l, _ := startCappedBroker(t, 64, func() { refused.Add(1) })
+	_, port, _ := net.SplitHostPort(l.Address())
+	addr := net.JoinHostPort("127.0.0.1", port)
+
+	silent := make([]net.Conn, 0, 64)
+	for range 64 {
+		silent = append(silent, dialFrom(t, "127.0.0.2", addr))
+	}
+	defer func() {
+		for _, c := range silent {
+			_ = c.Close()
+		}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); l.pending.pendingFrom("127.0.0.2") < 64; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 64 silent connections waiting for their CONNECT after 5 s", l.pending.pendingFrom("127.0.0.2"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	over := dialFrom(t, "127.0.0.2", addr)
+	defer over.Close()
+	if !waitClosed(over, 2*time.Second) {
+		t.Fatal("the 65th silent connection of 127.0.0.2 was not closed within 2 s (the connect timeout is 10 s)")
+	}
+	if n := refused.Load(); n != 1 {
+		t.Fatalf("%d refusals counted, want 1", n)
+	}
+	for i, c := range silent[:3] {
+		if waitClosed(c, 50*time.Millisecond) {
+			t.Fatalf("silent connection %d was closed: the first 64 must hold", i)
+		}
+	}
+
+	device := dialFrom(t, "127.0.0.3", addr)
+	defer device.Close()
+	if err := connectAndAuthenticate(device); err != nil {
+		t.Fatalf("a device from 127.0.0.3 did not connect while 127.0.0.2 was at its cap: %v", err)
+	}
+
+	for _, c := range silent {
+		_ = c.Close()
+	}
+	for deadline := time.Now().Add(5 * time.Second); l.pending.pendingFrom("127.0.0.2") > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections of 127.0.0.2 still counted 5 s after they closed", l.pending.pendingFrom("127.0.0.2"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	again := dialFrom(t, "127.0.0.2", addr)
+	defer again.Close()
+	if err := connectAndAuthenticate(again); err != nil {
+		t.Fatalf("127.0.0.2 could not connect once its silent connections closed: %v", err)
+	}
+}
+
+// A device that sent its CONNECT no longer counts: an address whose
+// connections are all authenticated is not capped by this.
+func TestConnectionsThatSentTheirCONNECTDoNotCountAgainstTheCap(t *testing.T) {
+	l, _ := startCappedBroker(t, 2, nil)
+	_, port, _ := net.SplitHostPort(l.Address())
+	addr := net.JoinHostPort("127.0.0.1", port)
+	// mochi's auth hook does not call SetKeepalive (hooks.Chat does):
+	// forget here as it would.
+	for range 4 {
+		c := dialFrom(t, "127.0.0.4", addr)
+		defer c.Close()
+		for deadline := time.Now().Add(5 * time.Second); l.pending.pendingFrom("127.0.0.4") == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("connection not counted")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		l.pending.mu.Lock()
+		for pc := range l.pending.conns {
+			l.pending.mu.Unlock()
+			pc.SetKeepalive(30 * time.Second)
+			l.pending.mu.Lock()
+			break
+		}
+		l.pending.mu.Unlock()
+		if err := connectAndAuthenticate(c); err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+	}
+}
+
+// Over WebSocket the address is known before the upgrade: over the cap
+// the upgrade is refused with 429, nothing upgraded.
+func TestAWebSocketUpgradeOverThePendingCapIsRefusedBeforeUpgrading(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	srv := mqtt.New(&mqtt.Options{Logger: log})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		t.Fatal(err)
+	}
+	var refused atomic.Int64
+	l := NewWSListener("w", nil, log)
+	l.clients, l.pending = &srv.Listeners.ClientsWg, newPendingConnects(2, func() { refused.Add(1) })
+	l.trusted = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	if err := srv.AddListener(l); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(l)
+	defer hs.Close()
+	if err := srv.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { l.pending.cutAll(); _ = srv.Close() }()
+	url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/mqtt"
+	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: 5 * time.Second}
+	from := func(ip string) http.Header { return http.Header{"X-Forwarded-For": {ip}} }
+	for range 2 {
+		ws, _, err := d.Dial(url, from("198.51.100.7"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+	}
+	_, resp, err := d.Dial(url, from("198.51.100.7"))
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.Fatalf("third silent upgrade from one address: err %v, HTTP %d; want 429", err, status)
+	}
+	if refused.Load() != 1 {
+		t.Fatalf("%d refusals counted, want 1", refused.Load())
+	}
+	ws, _, err := d.Dial(url, from("198.51.100.8"))
+	if err != nil {
+		t.Fatalf("another address was refused: %v", err)
+	}
+	_ = ws.Close()
+}
+
+// failingListener fails its first n Accepts with EMFILE, noting when.
+type failingListener struct {
+	net.Listener
+	n     int
+	mu    sync.Mutex
+	calls []time.Time
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	l.calls = append(l.calls, time.Now())
+	fail := len(l.calls) <= l.n
+	l.mu.Unlock()
+	if fail {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// Out of file descriptors, Accept fails until some close: the accept loop
+// waits longer after each failure (5 ms, 10 ms, ... as net/http does)
+// rather than spinning or giving up, and accepts again once Accept works.
+func TestTheAcceptLoopBacksOffOnEMFILEAndKeepsAccepting(t *testing.T) {
+	fl := &failingListener{n: 5}
+	l, _ := startCappedBroker(t, 64, nil, func(ln net.Listener) net.Listener { fl.Listener = ln; return fl })
+	_, port, _ := net.SplitHostPort(l.Address())
+	c := dialFrom(t, "127.0.0.5", net.JoinHostPort("127.0.0.1", port))
+	defer c.Close()
+	if err := connectAndAuthenticate(c); err != nil {
+		t.Fatalf("no connection accepted after Accept's EMFILE errors: %v", err)
+	}
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if len(fl.calls) < 6 {
+		t.Fatalf("%d Accept calls, want the 5 failures and a success", len(fl.calls))
+	}
+	// A sleep lasts at least what it was asked: 5 ms after the first
+	// failure, doubled after each.
+	for k, want := 1, 5*time.Millisecond; k <= 5; k, want = k+1, 2*want {
+		if gap := fl.calls[k].Sub(fl.calls[k-1]); gap < want {
+			t.Fatalf("Accept retried %v after failure %d: want %v or more (a wait growing from 5 ms)", gap, k, want)
+		}
+	}
+}
