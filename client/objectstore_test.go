@@ -19,6 +19,7 @@ import (
 	"github.com/chatd/chatd/internal/blob/s3fake"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
+	"github.com/chatd/chatd/server"
 )
 
 // storeBehind starts chatd keeping its files in an object store behind a
@@ -28,6 +29,21 @@ import (
 // It returns a group of users 1 and 2 and user 1's client.
 func storeBehind(t *testing.T, put func(w http.ResponseWriter, r *http.Request) bool) (chat.Conversation, *client.Client) {
 	t.Helper()
+	srv := chatdOnFrontedStore(t, func(w http.ResponseWriter, r *http.Request, store http.Handler) {
+		if r.Method == http.MethodPut && r.URL.Query().Get("X-Amz-Signature") != "" && put(w, r) {
+			return
+		}
+		store.ServeHTTP(w, r)
+	})
+	return groupOf12(t, srv), connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+}
+
+// chatdOnFrontedStore starts chatd keeping its files in an in-process
+// object store behind a front: handle sees every request first, with the
+// store (a proxy that keeps the Host, so the signatures hold) to hand it
+// on to.
+func chatdOnFrontedStore(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, store http.Handler)) *server.Server {
+	t.Helper()
 	fake, err := s3fake.Start("chatd")
 	if err != nil {
 		t.Fatal(err)
@@ -35,17 +51,11 @@ func storeBehind(t *testing.T, put func(w http.ResponseWriter, r *http.Request) 
 	t.Cleanup(func() { _ = fake.Close() })
 	target, _ := url.Parse("http://" + fake.Endpoint())
 	rp := httputil.NewSingleHostReverseProxy(target)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut && r.URL.Query().Get("X-Amz-Signature") != "" && put(w, r) {
-			return
-		}
-		rp.ServeHTTP(w, r)
-	}))
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handle(w, r, rp) }))
 	t.Cleanup(front.Close)
-	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
+	return testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
 		"CHAT_S3_ENDPOINT": front.Listener.Addr().String(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
 		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}), nil)
-	return groupOf12(t, srv), connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
 }
 
 // TestAnUploadsPUTAnObjectStoreAnswers429IsSentAgainAfterItsRetryAfter:

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,9 +17,6 @@ import (
 
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/blob/s3fake"
-	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/internal/testnode"
 	"github.com/chatd/chatd/server"
 )
 
@@ -34,17 +29,10 @@ import (
 // of PUTs the front got.
 func storeTookItAnswerLost(t *testing.T, refused bool, after func(srv *server.Server)) (*server.Server, *atomic.Int32) {
 	t.Helper()
-	fake, err := s3fake.Start("chatd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fake.Close() })
-	target, _ := url.Parse("http://" + fake.Endpoint())
-	rp := httputil.NewSingleHostReverseProxy(target)
 	puts := &atomic.Int32{}
 	var srv atomic.Pointer[server.Server]
 	var first atomic.Value // the first PUT's object
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv.Store(chatdOnFrontedStore(t, func(w http.ResponseWriter, r *http.Request, rp http.Handler) {
 		if r.Method != http.MethodPut || r.URL.Query().Get("X-Amz-Signature") == "" {
 			rp.ServeHTTP(w, r)
 			return
@@ -68,10 +56,6 @@ func storeTookItAnswerLost(t *testing.T, refused bool, after func(srv *server.Se
 			rp.ServeHTTP(w, r)
 		}
 	}))
-	t.Cleanup(front.Close)
-	srv.Store(testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
-		"CHAT_S3_ENDPOINT": front.Listener.Addr().String(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
-		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}), nil))
 	return srv.Load(), puts
 }
 

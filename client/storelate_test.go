@@ -4,16 +4,10 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/chatd/chatd/internal/blob/s3fake"
-	"github.com/chatd/chatd/internal/pgtest"
-	"github.com/chatd/chatd/internal/testnode"
 )
 
 // An object store that shows an object late: it answered the PUT 200,
@@ -25,17 +19,10 @@ import (
 // twice against the day's bytes). One PUT, one upload.
 func TestAnObjectStoreUploadTheStoreShowsLateIsCompletedOnTheNextAttempt(t *testing.T) {
 	t.Parallel()
-	fake, err := s3fake.Start("chatd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fake.Close() })
-	target, _ := url.Parse("http://" + fake.Endpoint())
-	rp := httputil.NewSingleHostReverseProxy(target)
 	puts := &atomic.Int32{}
 	var mu sync.Mutex
 	late := map[string]bool{} // objects PUT whose first HEAD is answered 404
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := chatdOnFrontedStore(t, func(w http.ResponseWriter, r *http.Request, rp http.Handler) {
 		mu.Lock()
 		hide := r.Method == http.MethodHead && late[r.URL.Path]
 		delete(late, r.URL.Path)
@@ -61,11 +48,7 @@ func TestAnObjectStoreUploadTheStoreShowsLateIsCompletedOnTheNextAttempt(t *test
 			return
 		}
 		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	srv := testnode.Start(t, testnode.SecretEnv(t, pgtest.NewDB(t), map[string]string{
-		"CHAT_S3_ENDPOINT": front.Listener.Addr().String(), "CHAT_S3_BUCKET": fake.Bucket, "CHAT_S3_USE_TLS": "false",
-		"CHAT_S3_ACCESS_KEY": fake.AccessKey, "CHAT_S3_SECRET_KEY": fake.SecretKey}), nil)
+	})
 	g := groupOf12(t, srv)
 	alice := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
 	ctx := ctxFor(t, 30*time.Second)
