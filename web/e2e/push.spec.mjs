@@ -606,8 +606,14 @@ test('a click on a notification of the user signed in before opens nothing for t
 
   // Another tab signs someone else in: this page follows (signed out
   // without a sign-out of its own, so the notification stays).
+  // The other tab opens signed in as 69 and registers 69's device again
+  // (every page load does, notifications being on): that registration
+  // is over before it signs 70 in, or it could reach chatd after this
+  // page deleted the device and register it anew.
   const other = await context.newPage();
+  const registered = other.waitForResponse((r) => r.request().method() === 'POST' && new URL(r.url()).pathname === '/v1/devices');
   await other.goto(BASE);
+  await registered;
   const token = await devAPI(BASE).token(next);
   await other.evaluate((t) => localStorage.setItem('chatd.token', t), token);
   await other.close();
