@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -93,13 +94,7 @@ func TestAnObjectStoreUploadWhoseStoreAnswerWasLostIsCompletedNotSentAgain(t *te
 			if a.Size != int64(len(data)) || a.SHA256 != hex.EncodeToString(sum[:]) {
 				t.Fatalf("Upload returned %+v, want the %d bytes sent", a, len(data))
 			}
-			if n := puts.Load(); n != 1 {
-				t.Errorf("the file was PUT %d times, want once: the store held it after the first", n)
-			}
-			if uploads, charged := uploadsOf(t, srv); uploads != 1 || charged != int64(len(data)) {
-				t.Errorf("one file made %d uploads and charged %d bytes, want 1 and %d", uploads, charged, len(data))
-			}
-			sendUpload(t, ctx, alice, g.ID, a, "send the upload")
+			uploadedOnce(t, ctx, srv, alice, g.ID, a, len(data), puts)
 		})
 	}
 }
@@ -151,4 +146,18 @@ func TestAnObjectStoreUploadSentMeanwhileSaysSoNotThatItsURLExpired(t *testing.T
 	if n := puts.Load(); n != 1 {
 		t.Errorf("the file was PUT %d times, want once", n)
 	}
+}
+
+// uploadedOnce checks that an upload of size bytes was PUT once (the store
+// held it after the first), made one upload charged once against the
+// day's bytes, and that a message carries it.
+func uploadedOnce(t *testing.T, ctx context.Context, srv *server.Server, c *client.Client, conv int64, a client.Attachment, size int, puts *atomic.Int32) {
+	t.Helper()
+	if n := puts.Load(); n != 1 {
+		t.Errorf("the file was PUT %d times, want once: the store held it after the first", n)
+	}
+	if uploads, charged := uploadsOf(t, srv); uploads != 1 || charged != int64(size) {
+		t.Errorf("one file made %d uploads and charged %d bytes, want 1 and %d", uploads, charged, size)
+	}
+	sendUpload(t, ctx, c, conv, a, "send the upload")
 }
