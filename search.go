@@ -335,12 +335,18 @@ type SearchCursor struct {
 
 // SearchKey is a short digest of what orders and bounds q's listing: its
 // terms (folded and parsed: Terms, so "Café" and "cafe" are one search)
-// and its filters as the store compares them (times to the microsecond,
-// before rounded up and after cut). Limit and Cursor are not in it: a
-// client may change its page size between pages.
+// as a set, and its filters as the store compares them (times to the
+// microsecond, before rounded up and after cut). A set, because the store
+// lists the same for any order of the terms, and for a term repeated: a
+// message matches when every term does, and its rank (ts_rank of the
+// terms joined by |) sorts and dedupes them before it sums. Limit and
+// Cursor are not in it: a client may change its page size between pages.
 func (q SearchQuery) SearchKey() string {
+	terms := slices.Clone(q.Terms)
+	// A term's text decides its CJK (its characters are all CJK or none).
+	slices.SortFunc(terms, func(a, b SearchTerm) int { return strings.Compare(a.Text, b.Text) })
 	h := sha256.New()
-	for _, t := range q.Terms {
+	for _, t := range slices.Compact(terms) {
 		h.Write([]byte(strconv.Quote(t.Text)))
 		if t.CJK {
 			h.Write([]byte("c"))

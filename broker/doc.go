@@ -20,7 +20,9 @@
 // descriptor until the connect timeout, and one host re-opening them could
 // exhaust the node's. One over the cap is closed before mochi reads it
 // (WebSocket: 429 before the upgrade), counted by
-// hooks.Chat.CountTooManyPending.
+// hooks.Chat.CountTooManyPending. Behind the PROXY protocol a connection
+// counts while its header is awaited too, under its peer's address, then
+// under the client's the header names.
 //
 // A client's listener id is its transport (mqtt.Client.Net.Listener).
 // Every listener tells the chat hook when mochi is done with a connection

@@ -19,7 +19,10 @@ import (
 // applies to a CONNECT, so without it one address could open connections
 // that send nothing, each holding a file descriptor, mochi's goroutines
 // and read buffer for the ConnectTimeout, and re-open them until the
-// process runs out of descriptors, locking every other client out.
+// process runs out of descriptors, locking every other client out. A TCP
+// connection counts from its accept, before mochi has it: while its PROXY
+// protocol header is awaited, under its peer's address (reserve), then
+// under the client's the header names (move).
 type pendingConnects struct {
 	mu    sync.Mutex
 	conns map[*connectCapped]struct{}
@@ -82,11 +85,12 @@ func remoteIP(conn net.Conn) netip.Addr {
 }
 
 // reserve counts a connection from a as waiting for its CONNECT, before it
-// is handed to mochi (a WebSocket one: before its upgrade); the key it
-// answers is given to track, or to release if the connection goes no
-// further. errTooManyPending when a already has maxPerIP waiting (counted
-// by refused), errShuttingDown once the shutdown cut the waits. A nil p
-// reserves nothing.
+// is handed to mochi (a WebSocket one: before its upgrade; one behind the
+// PROXY protocol: before its header, under its peer's address, see move);
+// the key it answers is given to track, or to release if the connection
+// goes no further. errTooManyPending when a already has maxPerIP waiting
+// (counted by refused), errShuttingDown once the shutdown cut the waits. A
+// nil p reserves nothing.
 func (p *pendingConnects) reserve(a netip.Addr) (netip.Prefix, error) {
 	if p == nil {
 		return netip.Prefix{}, nil
@@ -97,20 +101,63 @@ func (p *pendingConnects) reserve(a netip.Addr) (netip.Prefix, error) {
 		p.mu.Unlock()
 		return netip.Prefix{}, errShuttingDown
 	}
-	if !key.IsValid() {
+	err := p.admitLocked(key)
+	p.mu.Unlock()
+	if err != nil {
+		p.countRefused()
+		return netip.Prefix{}, err
+	}
+	return key, nil
+}
+
+// move counts the connection reserved under from (its TCP peer's key)
+// under a's key instead, once its PROXY protocol header named the client
+// a: a connection is counted from the moment it is accepted, while it
+// waits for its header too, and then as the client's. The same key stays
+// reserved; another is checked against maxPerIP as reserve does. On an
+// error, from is released and nothing else is reserved.
+func (p *pendingConnects) move(from netip.Prefix, a netip.Addr) (netip.Prefix, error) {
+	if p == nil {
+		return netip.Prefix{}, nil
+	}
+	to := pendingKey(a)
+	p.mu.Lock()
+	if p.cut {
+		p.releaseLocked(from)
 		p.mu.Unlock()
-		return key, nil
+		return netip.Prefix{}, errShuttingDown
+	}
+	if to == from {
+		p.mu.Unlock()
+		return from, nil
+	}
+	p.releaseLocked(from)
+	err := p.admitLocked(to)
+	p.mu.Unlock()
+	if err != nil {
+		p.countRefused()
+		return netip.Prefix{}, err
+	}
+	return to, nil
+}
+
+// admitLocked counts one more connection under key, unless key already
+// has maxPerIP (errTooManyPending). The zero key is not counted.
+func (p *pendingConnects) admitLocked(key netip.Prefix) error {
+	if !key.IsValid() {
+		return nil
 	}
 	if p.maxPerIP > 0 && p.perIP[key] >= p.maxPerIP {
-		p.mu.Unlock()
-		if p.refused != nil {
-			p.refused()
-		}
-		return netip.Prefix{}, errTooManyPending
+		return errTooManyPending
 	}
 	p.perIP[key]++
-	p.mu.Unlock()
-	return key, nil
+	return nil
+}
+
+func (p *pendingConnects) countRefused() {
+	if p.refused != nil {
+		p.refused()
+	}
 }
 
 // release ends a reservation that was not tracked.

@@ -285,3 +285,97 @@ func TestTheAcceptLoopBacksOffOnEMFILEAndKeepsAccepting(t *testing.T) {
 		}
 	}
 }
+
+// waitPending waits up to 5 s for ip to have want connections counted.
+func waitPending(t *testing.T, l *TCPListener, ip string, want int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); l.pending.pendingFrom(ip) != want; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections of %s waiting for their CONNECT after 5 s, want %d", l.pending.pendingFrom(ip), ip, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// With the PROXY protocol on, a connection was counted only once its
+// header was read (or found missing), so a peer that sent nothing, from
+// a trusted network or any other, held connections uncounted until the
+// connect timeout, as many as it liked. Now one counts from its accept,
+// under the peer's address while its header is awaited, and under the
+// client's the header names once it arrived.
+func TestConnectionsAwaitingTheirPROXYHeaderCountUnderThePeerThenTheClient(t *testing.T) {
+	var refused atomic.Int64
+	const trustedPeer, untrustedPeer, client = "127.0.0.6", "127.0.0.7", "198.51.100.7"
+	l, _ := startCappedBroker(t, 3, func() { refused.Add(1) },
+		ProxyProtocol([]netip.Prefix{netip.MustParsePrefix(trustedPeer + "/32")}))
+	_, port, _ := net.SplitHostPort(l.Address())
+	addr := net.JoinHostPort("127.0.0.1", port)
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			_ = c.Close()
+		}
+	}()
+	dial := func(ip string) net.Conn {
+		c := dialFrom(t, ip, addr)
+		open = append(open, c)
+		return c
+	}
+
+	// The balancer's headers name the client: counted as the client's.
+	for range 2 {
+		c := dial(trustedPeer)
+		if _, err := io.WriteString(c, "PROXY TCP4 "+client+" 127.0.0.1 40000 1883\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPending(t, l, client, 2)
+	waitPending(t, l, trustedPeer, 0)
+
+	for _, peer := range []string{trustedPeer, untrustedPeer} {
+		silent := make([]net.Conn, 3)
+		for i := range silent {
+			silent[i] = dial(peer)
+		}
+		waitPending(t, l, peer, 3)
+		over := dial(peer)
+		if !waitClosed(over, 2*time.Second) {
+			t.Fatalf("the 4th connection of %s sending nothing, not even a PROXY header, was not closed within 2 s (the connect timeout is 10 s)", peer)
+		}
+		for i, c := range silent {
+			if waitClosed(c, 50*time.Millisecond) {
+				t.Fatalf("%s: silent connection %d was closed: the first 3 must hold", peer, i)
+			}
+		}
+		for _, c := range silent {
+			_ = c.Close()
+		}
+		waitPending(t, l, peer, 0)
+	}
+	if n := refused.Load(); n != 2 {
+		t.Fatalf("%d refusals counted, want 2", n)
+	}
+
+	// A header naming a client at the cap: refused as that client's.
+	c := dial(trustedPeer)
+	if _, err := io.WriteString(c, "PROXY TCP4 "+client+" 127.0.0.1 40001 1883\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitPending(t, l, client, 3)
+	over := dial(trustedPeer)
+	if _, err := io.WriteString(over, "PROXY TCP4 "+client+" 127.0.0.1 40002 1883\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !waitClosed(over, 2*time.Second) {
+		t.Fatalf("a 4th connection the balancer's header says is %s's was not closed within 2 s", client)
+	}
+	waitPending(t, l, trustedPeer, 0)
+
+	device := dial(trustedPeer)
+	if _, err := io.WriteString(device, "PROXY TCP4 198.51.100.8 127.0.0.1 40003 1883\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := connectAndAuthenticate(device); err != nil {
+		t.Fatalf("a device behind the balancer did not connect while another client was at its cap: %v", err)
+	}
+}

@@ -92,13 +92,18 @@ func proxyRefused(conn net.Conn) error {
 	return err
 }
 
-// peerAddr is the TCP peer of conn (the load balancer, for a proxied one).
-func peerAddr(conn net.Conn) string {
+// peer is conn's TCP connection itself: the one to the load balancer, for
+// a proxied one. Its RemoteAddr does not wait for a PROXY header (conn's
+// does, under TLS too).
+func peer(conn net.Conn) net.Conn {
 	if tc, ok := conn.(*tls.Conn); ok {
 		conn = tc.NetConn()
 	}
 	if pc, ok := conn.(*proxyproto.Conn); ok {
-		return pc.Raw().RemoteAddr().String()
+		return pc.Raw()
 	}
-	return conn.RemoteAddr().String()
+	return conn
 }
+
+// peerAddr is the TCP peer of conn (the load balancer, for a proxied one).
+func peerAddr(conn net.Conn) string { return peer(conn).RemoteAddr().String() }

@@ -123,19 +123,24 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 		backoff = 0
 		_ = conn.SetReadDeadline(time.Now().Add(ConnectTimeout))
 		go func() {
+			// Counted from here, before mochi allocates anything for it,
+			// and before its PROXY header (if any) is read, which a peer
+			// can hold back until the deadline above as it can a CONNECT:
+			// under the peer's address until the header names the client,
+			// then under the client's.
+			key, err := l.pending.reserve(remoteIP(peer(conn)))
+			if err != nil {
+				l.refusePending(conn, peerAddr(conn), err)
+				return
+			}
 			if err := proxyRefused(conn); err != nil {
+				l.pending.release(key)
 				l.log.Debug("mqtt connection refused: PROXY protocol", "peer", peerAddr(conn), "err", err)
 				_ = conn.Close()
 				return
 			}
-			// Counted from here, before mochi allocates anything for it;
-			// its address is known now (PROXY protocol's, if any).
-			key, err := l.pending.reserve(remoteIP(conn))
-			if err != nil {
-				if errors.Is(err, errTooManyPending) { // a flood: at debug, counted in chat_mqtt_connects_total
-					l.log.Debug("mqtt connection refused: too many connections from its address have not sent their CONNECT", "remote", conn.RemoteAddr().String())
-				}
-				_ = conn.Close()
+			if key, err = l.pending.move(key, remoteIP(conn)); err != nil {
+				l.refusePending(conn, conn.RemoteAddr().String(), err)
 				return
 			}
 			if !l.enter() {
@@ -160,6 +165,14 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 			}
 		}()
 	}
+}
+
+// refusePending closes conn, which pendingConnects refused (reserve, move).
+func (l *TCPListener) refusePending(conn net.Conn, remote string, err error) {
+	if errors.Is(err, errTooManyPending) { // a flood: at debug, counted in chat_mqtt_connects_total
+		l.log.Debug("mqtt connection refused: too many connections from its address have not sent their CONNECT", "remote", remote)
+	}
+	_ = conn.Close()
 }
 
 // Close stops accepting; connections are closed by the broker's shutdown.

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,7 +17,8 @@ import (
 // in: it would skip or repeat hits there) it is 400 invalid, as a
 // malformed cursor is, over HTTP and RPC. The same search goes on paging
 // with it, over either, with another limit or q written otherwise but
-// folded the same; so does a cursor of the form made before a cursor named
+// folded the same (or its words in another order: the test below); so
+// does a cursor of the form made before a cursor named
 // its search, on any search.
 func TestASearchCursorOfAnotherSearchIsRefusedAsMalformed(t *testing.T) {
 	e := newEnv(t)
@@ -104,5 +106,66 @@ func TestASearchCursorOfAnotherSearchIsRefusedAsMalformed(t *testing.T) {
 	}
 	if r := e.do(1, "GET", "/v1/search?q=bye&cursor="+old, nil); r.status != http.StatusOK {
 		t.Errorf("an older cursor on another search: %d %s, want 200 as before", r.status, truncate(r.body))
+	}
+}
+
+// TestASearchCursorPagesTheSameWordsInAnyOrder: "hello world", "world
+// hello" and "world hello world" are one search (a message matches when
+// every word does, and the rank does not depend on their order or
+// repeats): each lists the same hits with the same scores, so each pages
+// on with the others' cursors, where the cursor's key of the words in
+// their order refused them as another search's.
+func TestASearchCursorPagesTheSameWordsInAnyOrder(t *testing.T) {
+	e := newEnv(t)
+	a := e.group(1, 2)
+	for _, body := range []string{"hello world", "world hello hello", "hello world world world",
+		"world, hello there", "hello alone", "a world of hellos", "worldwide hello"} {
+		e.sendMsg(2, a, newID(), body)
+	}
+	list := func(q, cursor string, limit int) chat.SearchPage {
+		t.Helper()
+		var p chat.SearchPage
+		path := pathf("/v1/search?q=%s&conversationId=%d&limit=%d", url.QueryEscape(q), a, limit)
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		e.must(http.StatusOK, 1, "GET", path, nil, &p)
+		return p
+	}
+	hits := func(p chat.SearchPage) []string {
+		var out []string
+		for _, h := range p.Results {
+			out = append(out, pathf("%d:%d", h.Seq, h.Score))
+		}
+		return out
+	}
+	orders := []string{"hello world", "world hello", "world hello world"}
+	all := hits(list(orders[0], "", 10))
+	if len(all) != 6 {
+		t.Fatalf("q=%s: hits %v, want the 6 messages holding both words", orders[0], all)
+	}
+	for _, q := range orders[1:] {
+		if got := hits(list(q, "", 10)); !slices.Equal(got, all) {
+			t.Fatalf("q=%s lists %v, q=%s %v (seq:score): not one search", q, got, orders[0], all)
+		}
+	}
+	for _, from := range orders {
+		first := list(from, "", 2)
+		if first.NextCursor == "" {
+			t.Fatalf("q=%s, limit 2: no cursor", from)
+		}
+		for _, q := range orders {
+			r := e.do(1, "GET", pathf("/v1/search?q=%s&conversationId=%d&limit=10&cursor=%s",
+				url.QueryEscape(q), a, url.QueryEscape(first.NextCursor)), nil)
+			if r.status != http.StatusOK {
+				t.Errorf("q=%s with the cursor of q=%s: %d %s, want the rest of the same search", q, from, r.status, truncate(r.body))
+				continue
+			}
+			var rest chat.SearchPage
+			decodeInto(t, r.body, &rest)
+			if got := append(hits(first), hits(rest)...); !slices.Equal(got, all) {
+				t.Errorf("q=%s's first page and q=%s's rest: %v, want %v", from, q, got, all)
+			}
+		}
 	}
 }
