@@ -84,6 +84,35 @@ type dispatcher struct {
 	seenAt     map[int64]time.Time // last message.new received, per conversation
 	anySeen    time.Time           // last message.new received
 	checkTimer *time.Timer
+	// asks holds, per conversation whose join entry chatd is being asked
+	// about (askJoin), that entry and the conversation's events that
+	// came after it, in order: they wait for the answer, the other
+	// conversations' events do not.
+	asks map[int64]*joinAsk
+	// told is the answer whose held events are being handled again
+	// (answered): the join entry it is about takes it instead of asking.
+	told *joinAnswer
+}
+
+// joinAsk is a conversation's events held while chatd is asked whether
+// the first, the user's own member.added entry, starts their current
+// membership.
+type joinAsk struct {
+	held []heldEvent
+}
+
+// heldEvent is an event of a conversation held by a joinAsk: from the
+// events topic (with slim, see message), or the client's own.
+type heldEvent struct {
+	ev   Event
+	slim bool
+	own  bool
+}
+
+// joinAnswer is joinsNow's answer about the join entry seq of conv.
+type joinAnswer struct {
+	conv, seq int64
+	starts    bool
 }
 
 // queued is a raw event payload, a request to catch up after a
@@ -98,6 +127,7 @@ type queued struct {
 	since   uint64          // targets: live when the inbox read started
 	check   bool
 	event   *Event // the client's own event for the application
+	answer  *joinAnswer
 	// hold, while in the queue, keeps everything queued after it from
 	// being handled: see holdForCatchUp.
 	hold *hold
@@ -130,7 +160,7 @@ func newDispatcher(c *Client, positions map[int64]int64, buffer int) *dispatcher
 		have: map[int64]int64{}, start: map[int64]int64{},
 		targets: map[int64]int64{}, left: map[int64]int64{}, gone: map[int64]bool{}, owed: map[int64]int64{},
 		joined: map[int64]int64{}, liveAt: map[int64]uint64{},
-		seenAt: map[int64]time.Time{}}
+		seenAt: map[int64]time.Time{}, asks: map[int64]*joinAsk{}}
 	for conv, seq := range positions {
 		d.start[conv] = seq
 	}
@@ -254,7 +284,9 @@ func (d *dispatcher) run() {
 		case q.check:
 			d.checkTargets()
 		case q.event != nil:
-			d.emit(*q.event)
+			d.own(*q.event)
+		case q.answer != nil:
+			d.answered(*q.answer)
 		default:
 			d.handle(q.payload)
 		}
@@ -268,10 +300,25 @@ func (d *dispatcher) handle(payload []byte) {
 		d.c.cfg.Logger.Warn("dropping an event that is not JSON", "err", err)
 		return
 	}
-	ev := eventOf(w)
+	d.apply(eventOf(w), slim(w))
+}
+
+// apply applies one event from the events topic (slim: see message),
+// unless its conversation's events are held (asks): then it waits there.
+func (d *dispatcher) apply(ev Event, slim bool) {
+	if a := d.asks[ev.ConversationID]; a != nil {
+		if isEntry(ev.Type) {
+			// Activity on the events topic: see checkTargets.
+			now := time.Now()
+			d.seenAt[ev.ConversationID] = now
+			d.anySeen = now
+		}
+		a.held = append(a.held, heldEvent{ev: ev, slim: slim})
+		return
+	}
 	switch {
 	case isEntry(ev.Type):
-		d.message(ev, slim(w))
+		d.message(ev, slim)
 	case ev.Type == EventMemberRemoved:
 		if ev.UserID == d.c.cfg.UserID && ev.ConversationID > 0 {
 			// chatd may still send what the leave owes (entries up to
@@ -309,6 +356,16 @@ func (d *dispatcher) handle(payload []byte) {
 	}
 }
 
+// own hands on an event of the client's own (an error), after the held
+// events of its conversation if there are any.
+func (d *dispatcher) own(ev Event) {
+	if a := d.asks[ev.ConversationID]; a != nil {
+		a.held = append(a.held, heldEvent{ev: ev, own: true})
+		return
+	}
+	d.emit(ev)
+}
+
 // addedLive notes that the user was added to conv live: a member again,
 // tracked from its events.
 func (d *dispatcher) addedLive(conv int64) {
@@ -333,9 +390,11 @@ func (d *dispatcher) ownJoin(ev Event) bool {
 // from it, the conversation would be the user's again, though no
 // member.removed will come to forget it. A refusal (not a member) is no.
 //
-// The dispatcher hands nothing on while it asks, so it asks joinAsks
-// times at most, and not at all once the client stopped connecting
-// (Client.Err: no answer will come); then the entry is taken for the
+// It runs on a goroutine of its own (askJoin), the entry and the
+// conversation's events after it waiting for its answer, which takes up
+// to joinAsks times Config.RequestTimeout: it asks joinAsks times at
+// most, and not at all once the client stopped connecting (Client.Err:
+// no answer will come); then the entry is taken for the
 // start of the current membership, the cheaper of the two wrong
 // guesses. A group tracked that the user is not in stays at the last
 // entry its ended membership owed (chatd sends nothing after it) until
@@ -377,8 +436,55 @@ func (d *dispatcher) joinsNow(conv, seq int64) bool {
 }
 
 // joinAsks bounds joinsNow's questions: each lasts up to
-// Config.RequestTimeout, with the events of every conversation waiting.
+// Config.RequestTimeout, with the conversation's events waiting.
 const joinAsks = 3
+
+// askJoin holds join entry ev (slim: see message) of a conversation the
+// catch-up found the user gone from, and the conversation's events that
+// come after it (apply, own), while chatd is asked whether it starts
+// their current membership (joinsNow), on a worker goroutine: the other
+// conversations' events go on meanwhile. The answer, queued behind the
+// events that came meanwhile, hands them on again in order (answered).
+// Close ends the question; the held events are not handed on.
+func (d *dispatcher) askJoin(ev Event, slim bool) {
+	conv, seq := ev.ConversationID, ev.Seq
+	d.asks[conv] = &joinAsk{held: []heldEvent{{ev: ev, slim: slim}}}
+	d.c.workers.Add(1) // run's goroutine is a worker itself: not zero here
+	go func() {
+		defer d.c.workers.Done()
+		starts := d.joinsNow(conv, seq)
+		if d.c.life.Err() != nil {
+			return
+		}
+		d.push(queued{answer: &joinAnswer{conv: conv, seq: seq, starts: starts}})
+	}()
+}
+
+// answered ends the hold of a's conversation: its events are applied
+// again in the order they came, the join entry taking a's answer (unless
+// what came meanwhile, a catch-up that found the user back, decided it
+// already). An event among them may hold the ones after it again (the
+// join entry of a later membership). A catch-up fill of the conversation
+// that waited for the answer (checkTargets) runs after them.
+func (d *dispatcher) answered(a joinAnswer) {
+	ask := d.asks[a.conv]
+	delete(d.asks, a.conv)
+	if ask == nil {
+		return
+	}
+	d.told = &a
+	for _, h := range ask.held {
+		if h.own {
+			d.own(h.ev)
+		} else {
+			d.apply(h.ev, h.slim)
+		}
+	}
+	d.told = nil
+	if _, ok := d.targets[a.conv]; ok && d.asks[a.conv] == nil {
+		d.checkTargets()
+	}
+}
 
 // noteJoined records that the user became a member of conv live, from
 // after seq (see joined), unless the conversation has a position: its
@@ -449,7 +555,17 @@ func (d *dispatcher) message(ev Event, slim bool) {
 					d.message(ev, slim)
 					return
 				}
-				if owes || !d.ownJoin(ev) || !d.joinsNow(conv, seq) {
+				starts := false
+				if !owes && d.ownJoin(ev) {
+					// chatd is asked on the side (askJoin); the entry
+					// comes back here with the answer (answered).
+					if a := d.told; a == nil || a.conv != conv || a.seq != seq {
+						d.askJoin(ev, slim)
+						return
+					}
+					starts = d.told.starts
+				}
+				if !starts {
 					// What the leave owed, replayed after the catch-up
 					// found the user gone: theirs, but not tracked.
 					if d.emit(ev) {
@@ -879,6 +995,9 @@ func (d *dispatcher) checkTargets() {
 		if h, known := d.position(conv); !known || h >= target {
 			delete(d.targets, conv)
 			continue
+		}
+		if d.asks[conv] != nil {
+			continue // its events wait for an answer; so does its fill (answered)
 		}
 		if d.c.cfg.persistent {
 			now := time.Now()

@@ -170,12 +170,15 @@
 // while the user was added back and removed again replays that
 // membership's entries, its member.added entry first, and may do so
 // after the catch-up found the user gone; such an entry is handed on
-// without bringing the conversation back. Every event waits while chatd
-// is asked, so it is asked 3 times at most (each up to RequestTimeout),
-// and not once the client stopped connecting; without an answer the
-// entry brings the conversation back: one tracked wrongly is forgotten
-// by the next inbox read (of the next connection, or of the next client
-// given Positions), while one left untracked wrongly would have its
+// without bringing the conversation back. While chatd is asked, the
+// entry and the events of its conversation that come after it wait, and
+// follow the answer in the order they came; the other conversations'
+// events go on meanwhile (Close ends the question, and what it held is
+// not handed on). chatd is asked 3 times at most (each up to
+// RequestTimeout), and not once the client stopped connecting; without
+// an answer the entry brings the conversation back: one tracked wrongly
+// is forgotten by the next inbox read (of the next connection, or of the
+// next client given Positions), while one left untracked wrongly would have its
 // entries handed on without filling what was lost on the way, and stay
 // out of Positions, until a reconnection's inbox read. Added back while offline, with no member.added
 // (it is not replayed), the user has the conversation brought back by an

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,28 +18,29 @@ import (
 // TestEventsKeepComingWhileChatdLeavesAJoinEntryUnanswered: the entry of
 // the user's own member.added, in a group the catch-up found them gone
 // from, brings the group back only once chatd says it starts their
-// current membership (conversation.get), and the dispatcher, which
-// hands nothing on while it asks, asked again until Close: with chatd
-// not answering, no event of any conversation came. It asks a bounded
-// number of times, then takes the entry for the start of the membership
-// (here it is: the user was added back and chatd dropped the
-// member.added event, as it does past an overflowing session's queue),
-// and the group is tracked from it.
+// current membership (conversation.get), and the dispatcher asked again
+// until Close: with chatd not answering, the entry never came (nor, when
+// the dispatcher waited for the answer, any event of any conversation).
+// It asks a bounded number of times, then takes the entry for the start
+// of the membership (here it is: the user was added back and chatd
+// dropped the member.added event, as it does past an overflowing
+// session's queue), and the group is tracked from it.
 func TestEventsKeepComingWhileChatdLeavesAJoinEntryUnanswered(t *testing.T) {
 	t.Parallel()
 	j := askedAboutAJoinEntry(t, 2*time.Second)
 	after := sendN(t, j.a, j.busy, 1, "meanwhile")
-	join := int64(0)
+	join, busy := int64(0), false
 	if !watchEvents(t, j.b, 30*time.Second, func(ev client.Event) bool {
 		if j.isJoinEntry(ev) {
 			join = ev.Seq
 		}
-		return ev.Type == client.EventMessageNew && ev.ConversationID == j.busy && ev.Seq == after[0]
+		if ev.Type == client.EventMessageNew && ev.ConversationID == j.busy && ev.Seq == after[0] {
+			busy = true
+		}
+		return busy && join != 0
 	}) {
-		t.Fatalf("the message %d of another conversation did not come within 30s while chatd left the join entry unanswered", after[0])
-	}
-	if join == 0 {
-		t.Fatal("the join entry was not handed on before the message that came after it")
+		t.Fatalf("within 30s while chatd left the join entry unanswered: the message %d of another conversation came: %v; the join entry came: %v",
+			after[0], busy, join != 0)
 	}
 	if h, ok := j.b.Positions()[j.g]; !ok || h != join {
 		t.Fatalf("the group in Positions: %d %v, want tracked from its join entry %d", h, ok, join)
@@ -51,13 +53,86 @@ func TestEventsKeepComingWhileChatdLeavesAJoinEntryUnanswered(t *testing.T) {
 	}
 }
 
+// TestOtherConversationsEventsComeWhileChatdIsAskedAboutAJoinEntry: while
+// chatd is asked whether the user's own member.added entry starts their
+// membership of a group (see
+// TestEventsKeepComingWhileChatdLeavesAJoinEntryUnanswered), only that
+// group's events wait for the answer. Another conversation's messages
+// waited too, up to 3 request timeouts of unanswered questions (45s by
+// default); they are handed on at once. The group's messages that came
+// meanwhile follow the join entry in order once chatd answers.
+func TestOtherConversationsEventsComeWhileChatdIsAskedAboutAJoinEntry(t *testing.T) {
+	t.Parallel()
+	j := askedAboutAJoinEntry(t, 15*time.Second)
+	held := sendN(t, j.a, j.g, 2, "while asked")
+	busy := sendN(t, j.a, j.busy, 2, "meanwhile")
+	got := 0
+	if !watchEvents(t, j.b, 5*time.Second, func(ev client.Event) bool {
+		if ev.ConversationID == j.g && ev.Seq > 0 {
+			t.Fatalf("entry %d of the group (%s) handed on while chatd was asked about its join entry", ev.Seq, ev.Type)
+		}
+		if ev.Type == client.EventMessageNew && ev.ConversationID == j.busy && ev.Seq == busy[got] {
+			got++
+		}
+		return got == len(busy)
+	}) {
+		t.Fatalf("%d/%d messages of another conversation within 5s while chatd was asked about a group's join entry", got, len(busy))
+	}
+
+	j.b.DropReplies(nil) // chatd's answer to the next question comes
+	var seqs []int64
+	if !watchEvents(t, j.b, 30*time.Second, func(ev client.Event) bool {
+		if ev.ConversationID != j.g || ev.Seq == 0 {
+			return false
+		}
+		if len(seqs) == 0 && !j.isJoinEntry(ev) {
+			t.Fatalf("entry %d of the group (%s) handed on before its join entry", ev.Seq, ev.Type)
+		}
+		seqs = append(seqs, ev.Seq)
+		return ev.Seq >= held[1]
+	}) {
+		t.Fatalf("entries of the group within 30s of chatd answering: %v, want the join entry, then %v", seqs, held)
+	}
+	if want := []int64{held[0] - 1, held[0], held[1]}; !slices.Equal(seqs, want) {
+		t.Fatalf("entries of the group handed on: %v, want %v (the join entry, then what came while chatd was asked)", seqs, want)
+	}
+	if h, ok := j.b.Positions()[j.g]; !ok || h != held[1] {
+		t.Fatalf("the group in Positions: %d %v, want tracked at %d", h, ok, held[1])
+	}
+}
+
+// TestCloseReturnsPromptlyWhileAskingAboutAJoinEntry: Close ends a
+// question about a join entry (see
+// TestOtherConversationsEventsComeWhileChatdIsAskedAboutAJoinEntry) that
+// would go on for minutes, and returns within seconds: it waits for the
+// question's goroutine, which is one of the client's. The entry, still
+// held, is not handed on, and the group stays out of Positions.
+func TestCloseReturnsPromptlyWhileAskingAboutAJoinEntry(t *testing.T) {
+	t.Parallel()
+	j := askedAboutAJoinEntry(t, time.Minute)
+	start := time.Now()
+	closeWithin(t, "close client", 5*time.Second, j.b.Close)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Close took %v with a question about a join entry under way", d)
+	}
+	for ev := range j.b.Events() {
+		if ev.ConversationID == j.g && ev.Seq > 0 {
+			t.Fatalf("entry %d of the group (%s) handed on though chatd never answered about its join entry", ev.Seq, ev.Type)
+		}
+	}
+	if h, ok := j.b.Positions()[j.g]; ok {
+		t.Fatalf("the group in Positions at %d though its join entry was not handed on", h)
+	}
+}
+
 // TestAClientThatStopsWhileAskingAboutAJoinEntrySaysWhy: a client asking
 // chatd whether a join entry starts the user's membership (see
 // TestEventsKeepComingWhileChatdLeavesAJoinEntryUnanswered) when its
 // static token is revoked stops connecting, and every later question
-// fails at once: it asked again every 5s, for ever, and its error event
-// "unauthorized" never came. The entry is taken for the start of the
-// membership and the error event follows it.
+// fails at once: it asked again every 5s, for ever, and the entry never
+// came (nor, when the dispatcher waited for the answer, the error event
+// "unauthorized"). The entry is taken for the start of the membership
+// and handed on, as the error event is.
 func TestAClientThatStopsWhileAskingAboutAJoinEntrySaysWhy(t *testing.T) {
 	t.Parallel()
 	j := askedAboutAJoinEntry(t, 10*time.Second)
@@ -68,16 +143,15 @@ func TestAClientThatStopsWhileAskingAboutAJoinEntrySaysWhy(t *testing.T) {
 		if j.isJoinEntry(ev) {
 			join = ev.Seq
 		}
-		code = ev.Code
-		return ev.Type == client.EventError
+		if ev.Type == client.EventError {
+			code = ev.Code
+		}
+		return code != "" && join != 0
 	}) {
-		t.Fatalf("no error event within 20s of the revocation (Err: %v)", j.b.Err())
+		t.Fatalf("within 20s of the revocation: error event %q, join entry handed on: %v (Err: %v)", code, join != 0, j.b.Err())
 	}
 	if code != "unauthorized" || !errors.Is(j.b.Err(), client.ErrUnauthorized) {
 		t.Fatalf("error event code %q, Err %v; want unauthorized", code, j.b.Err())
-	}
-	if join == 0 {
-		t.Fatal("the join entry was not handed on before the error event")
 	}
 	if h, ok := j.b.Positions()[j.g]; !ok || h != join {
 		t.Fatalf("the group in Positions: %d %v, want tracked from its join entry %d", h, ok, join)
