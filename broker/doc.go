@@ -20,7 +20,10 @@
 // descriptor until the connect timeout, and one host re-opening them could
 // exhaust the node's. One over the cap is closed before mochi reads it
 // (WebSocket: 429 before the upgrade), counted by
-// hooks.Chat.CountTooManyPending.
+// hooks.Chat.CountTooManyPending. On a ProxyProtocol listener a peer
+// outside the trusted networks is counted from its accept (a silent one
+// would otherwise wait for a header uncounted), a trusted one under the
+// address its header names.
 //
 // A client's listener id is its transport (mqtt.Client.Net.Listener).
 // Every listener tells the chat hook when mochi is done with a connection

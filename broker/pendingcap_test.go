@@ -285,3 +285,56 @@ func TestTheAcceptLoopBacksOffOnEMFILEAndKeepsAccepting(t *testing.T) {
 		}
 	}
 }
+
+// A PROXY protocol listener reads the header first, and a connection that
+// sends nothing waits for it until its connect timeout: a peer outside
+// the trusted networks, whose address is its own and known at once, is
+// counted from its accept, so its silent connections are capped as on any
+// listener. One that sends a header it may not send is closed and no
+// longer counted.
+func TestSilentConnectionsOfAnUntrustedPeerOnAProxyProtocolListenerAreCapped(t *testing.T) {
+	var refused atomic.Int64
+	lb := []netip.Prefix{netip.MustParsePrefix("10.255.0.0/16")} // not this test's peers
+	l, _ := startCappedBroker(t, 2, func() { refused.Add(1) }, ProxyProtocol(lb))
+	_, port, _ := net.SplitHostPort(l.Address())
+	addr := net.JoinHostPort("127.0.0.1", port)
+
+	for range 2 {
+		c := dialFrom(t, "127.0.0.6", addr)
+		defer c.Close()
+	}
+	for deadline := time.Now().Add(5 * time.Second); l.pending.pendingFrom("127.0.0.6") < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 2 silent connections of 127.0.0.6 counted as waiting for their CONNECT after 5 s", l.pending.pendingFrom("127.0.0.6"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	over := dialFrom(t, "127.0.0.6", addr)
+	defer over.Close()
+	if !waitClosed(over, 2*time.Second) {
+		t.Fatal("the 3rd silent connection of 127.0.0.6 was not closed within 2 s (the connect timeout is 10 s)")
+	}
+	if n := refused.Load(); n != 1 {
+		t.Fatalf("%d refusals counted, want 1", n)
+	}
+
+	forged := dialFrom(t, "127.0.0.7", addr)
+	defer forged.Close()
+	if _, err := forged.Write([]byte("PROXY TCP4 192.0.2.1 127.0.0.1 1234 1883\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if !waitClosed(forged, 5*time.Second) {
+		t.Fatal("an untrusted peer's PROXY header was not refused")
+	}
+	for deadline := time.Now().Add(5 * time.Second); l.pending.pendingFrom("127.0.0.7") > 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the refused PROXY connection of 127.0.0.7 still counted 5 s after it closed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	device := dialFrom(t, "127.0.0.7", addr)
+	defer device.Close()
+	if err := connectAndAuthenticate(device); err != nil {
+		t.Fatalf("a device from 127.0.0.7 did not connect: %v", err)
+	}
+}

@@ -92,6 +92,22 @@ func proxyRefused(conn net.Conn) error {
 	return err
 }
 
+// untrustedProxyPeer is the address of conn's TCP peer when conn comes
+// from a ProxyProtocol listener and the peer is not in its trusted
+// networks: a header from it is refused, so the peer's address is the
+// client's, known before any header is read. ok is false for any other
+// connection.
+func untrustedProxyPeer(conn net.Conn) (netip.Addr, bool) {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	pc, ok := conn.(*proxyproto.Conn)
+	if !ok || pc.ProxyHeaderPolicy != proxyproto.REJECT {
+		return netip.Addr{}, false
+	}
+	return remoteIP(pc.Raw()), true
+}
+
 // peerAddr is the TCP peer of conn (the load balancer, for a proxied one).
 func peerAddr(conn net.Conn) string {
 	if tc, ok := conn.(*tls.Conn); ok {

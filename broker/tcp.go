@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -122,44 +123,76 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 		}
 		backoff = 0
 		_ = conn.SetReadDeadline(time.Now().Add(ConnectTimeout))
-		go func() {
-			if err := proxyRefused(conn); err != nil {
-				l.log.Debug("mqtt connection refused: PROXY protocol", "peer", peerAddr(conn), "err", err)
-				_ = conn.Close()
-				return
-			}
-			// Counted from here, before mochi allocates anything for it;
-			// its address is known now (PROXY protocol's, if any).
-			key, err := l.pending.reserve(remoteIP(conn))
-			if err != nil {
-				if errors.Is(err, errTooManyPending) { // a flood: at debug, counted in chat_mqtt_connects_total
-					l.log.Debug("mqtt connection refused: too many connections from its address have not sent their CONNECT", "remote", conn.RemoteAddr().String())
-				}
-				_ = conn.Close()
-				return
-			}
-			if !l.enter() {
-				l.pending.release(key)
-				_ = conn.Close()
-				return
-			}
-			capped, ok := l.pending.track(conn, key)
-			if !ok {
-				l.leave()
-				_ = conn.Close()
-				return
-			}
-			err = establish(l.id, capped)
-			l.pending.forget(capped)
-			l.leave()
-			if err != nil {
-				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
-			}
-			if l.ended != nil {
-				l.ended(capped)
-			}
-		}()
+		go l.serveConn(conn, establish)
 	}
+}
+
+// serveConn hands conn to mochi (establish) unless its PROXY header is
+// refused or its client address holds too many connections that have not
+// sent their CONNECT, and tells the hook when mochi is done with it.
+func (l *TCPListener) serveConn(conn net.Conn, establish listeners.EstablishFn) {
+	// Counted before mochi allocates anything for it, under its client's
+	// address. A PROXY protocol connection from outside the trusted
+	// networks has its own, known now: counted before its header is read,
+	// which waits for the peer's first bytes up to ConnectTimeout, or its
+	// silent connections would escape the cap. A trusted one's (a load
+	// balancer's) is the one its header names, known once it is read.
+	var key netip.Prefix
+	ip, early := untrustedProxyPeer(conn)
+	if early {
+		var ok bool
+		if key, ok = l.reserve(conn, ip); !ok {
+			return
+		}
+	}
+	if err := proxyRefused(conn); err != nil {
+		if early {
+			l.pending.release(key)
+		}
+		l.log.Debug("mqtt connection refused: PROXY protocol", "peer", peerAddr(conn), "err", err)
+		_ = conn.Close()
+		return
+	}
+	if !early {
+		var ok bool
+		if key, ok = l.reserve(conn, remoteIP(conn)); !ok {
+			return
+		}
+	}
+	if !l.enter() {
+		l.pending.release(key)
+		_ = conn.Close()
+		return
+	}
+	capped, ok := l.pending.track(conn, key)
+	if !ok {
+		l.leave()
+		_ = conn.Close()
+		return
+	}
+	err := establish(l.id, capped)
+	l.pending.forget(capped)
+	l.leave()
+	if err != nil {
+		l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
+	}
+	if l.ended != nil {
+		l.ended(capped)
+	}
+}
+
+// reserve counts conn, from ip, as waiting for its CONNECT (pendingConnects.
+// reserve); refused, conn is closed and ok is false.
+func (l *TCPListener) reserve(conn net.Conn, ip netip.Addr) (key netip.Prefix, ok bool) {
+	key, err := l.pending.reserve(ip)
+	if err != nil {
+		if errors.Is(err, errTooManyPending) { // a flood: at debug, counted in chat_mqtt_connects_total
+			l.log.Debug("mqtt connection refused: too many connections from its address have not sent their CONNECT", "remote", ip.String())
+		}
+		_ = conn.Close()
+		return netip.Prefix{}, false
+	}
+	return key, true
 }
 
 // Close stops accepting; connections are closed by the broker's shutdown.
