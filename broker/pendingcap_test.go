@@ -481,3 +481,56 @@ func TestAConnectionEndingBeforeItsCONNECTIsCountedNoMore(t *testing.T) {
 		waitPending(t, l.pending, ip, 1, "upgraded")
 	})
 }
+
+// One host is handed a whole IPv6 /64: its addresses share one count, as
+// the per-IP connect limit keys them, and an IPv4-mapped address is its
+// IPv4 address. Shown over WebSocket, whose X-Forwarded-For from a trusted
+// proxy names any address.
+func TestThePendingCapCountsAnIPv6Slash64AsOneAddress(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	srv := mqtt.New(&mqtt.Options{Logger: log})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		t.Fatal(err)
+	}
+	l := NewWSListener("w", nil, log)
+	l.clients, l.pending = &srv.Listeners.ClientsWg, newPendingConnects(2, nil)
+	l.trusted = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	if err := srv.AddListener(l); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(l)
+	defer hs.Close()
+	if err := srv.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { l.pending.cutAll(); _ = srv.Close() }()
+	url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/mqtt"
+	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: 5 * time.Second}
+	upgrade := func(ip string) int {
+		ws, resp, err := d.Dial(url, http.Header{"X-Forwarded-For": {ip}})
+		if err == nil {
+			t.Cleanup(func() { _ = ws.Close() })
+			return http.StatusSwitchingProtocols
+		}
+		if resp == nil {
+			t.Fatalf("upgrade from %s: %v", ip, err)
+		}
+		return resp.StatusCode
+	}
+	for _, step := range []struct {
+		ip   string
+		want int
+	}{
+		{"2001:db8:1:2::1", http.StatusSwitchingProtocols},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", http.StatusSwitchingProtocols},
+		{"2001:db8:1:2::3", http.StatusTooManyRequests}, // the same /64
+		{"2001:db8:1:3::1", http.StatusSwitchingProtocols},
+		{"198.51.100.9", http.StatusSwitchingProtocols},
+		{"::ffff:198.51.100.9", http.StatusSwitchingProtocols},
+		{"198.51.100.9", http.StatusTooManyRequests}, // the mapped one was it
+	} {
+		if got := upgrade(step.ip); got != step.want {
+			t.Fatalf("an upgrade from %s: HTTP %d, want %d", step.ip, got, step.want)
+		}
+	}
+}
