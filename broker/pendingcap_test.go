@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -20,6 +21,8 @@ import (
 	"github.com/gorilla/websocket"
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
+
+	"github.com/chatd/chatd/internal/testcert"
 )
 
 // connect311 is an MQTT 3.1.1 CONNECT: client id "dev", user "dev",
@@ -377,5 +380,245 @@ func TestConnectionsAwaitingTheirPROXYHeaderCountUnderThePeerThenTheClient(t *te
 	}
 	if err := connectAndAuthenticate(device); err != nil {
 		t.Fatalf("a device behind the balancer did not connect while another client was at its cap: %v", err)
+	}
+}
+
+func TestSilentConnectionsOfAnUntrustedPeerOnAProxyProtocolListenerAreCapped(t *testing.T) {
+	var refused atomic.Int64
+	lb := []netip.Prefix{netip.MustParsePrefix("10.255.0.0/16")} // not this test's peers
+	l, _ := startCappedBroker(t, 2, func() { refused.Add(1) }, ProxyProtocol(lb))
+	_, port, _ := net.SplitHostPort(l.Address())
+	addr := net.JoinHostPort("127.0.0.1", port)
+
+	for range 2 {
+		c := dialFrom(t, "127.0.0.6", addr)
+		defer c.Close()
+	}
+	for deadline := time.Now().Add(5 * time.Second); l.pending.pendingFrom("127.0.0.6") < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 2 silent connections of 127.0.0.6 counted as waiting for their CONNECT after 5 s", l.pending.pendingFrom("127.0.0.6"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	over := dialFrom(t, "127.0.0.6", addr)
+	defer over.Close()
+	if !waitClosed(over, 2*time.Second) {
+		t.Fatal("the 3rd silent connection of 127.0.0.6 was not closed within 2 s (the connect timeout is 10 s)")
+	}
+	if n := refused.Load(); n != 1 {
+		t.Fatalf("%d refusals counted, want 1", n)
+	}
+
+	forged := dialFrom(t, "127.0.0.7", addr)
+	defer forged.Close()
+	if _, err := forged.Write([]byte("PROXY TCP4 192.0.2.1 127.0.0.1 1234 1883\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if !waitClosed(forged, 5*time.Second) {
+		t.Fatal("an untrusted peer's PROXY header was not refused")
+	}
+	for deadline := time.Now().Add(5 * time.Second); l.pending.pendingFrom("127.0.0.7") > 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the refused PROXY connection of 127.0.0.7 still counted 5 s after it closed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	device := dialFrom(t, "127.0.0.7", addr)
+	defer device.Close()
+	if err := connectAndAuthenticate(device); err != nil {
+		t.Fatalf("a device from 127.0.0.7 did not connect: %v", err)
+	}
+}
+
+// loopback is l's address on 127.0.0.1.
+func loopback(l *TCPListener) string {
+	_, port, _ := net.SplitHostPort(l.Address())
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// waitPending waits until ip has want connections counted as waiting for
+// their CONNECT.
+func waitPendingOf(t *testing.T, p *pendingConnects, ip string, want int, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); p.pendingFrom(ip) != want; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d connections of %s counted as waiting for their CONNECT after 5 s, want %d", what, p.pendingFrom(ip), ip, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// However a connection that has not sent its CONNECT ends (its peer goes,
+// its CONNECT is refused, its TLS handshake fails, the broker shuts down,
+// its WebSocket upgrade is refused), its address's count goes back to
+// where it was, once: with a cap of 1, the address connects again.
+func TestAConnectionEndingBeforeItsCONNECTIsCountedNoMore(t *testing.T) {
+	const ip = "127.0.0.8"
+	t.Run("its peer closes it", func(t *testing.T) {
+		l, _ := startCappedBroker(t, 1, nil)
+		addr := loopback(l)
+		c := dialFrom(t, ip, addr)
+		waitPendingOf(t, l.pending, ip, 1, "silent")
+		_ = c.Close()
+		waitPendingOf(t, l.pending, ip, 0, "closed")
+		again := dialFrom(t, ip, addr)
+		defer again.Close()
+		if err := connectAndAuthenticate(again); err != nil {
+			t.Fatalf("%s could not connect again: %v", ip, err)
+		}
+	})
+	t.Run("its CONNECT is refused", func(t *testing.T) {
+		l, _ := startCappedBroker(t, 1, nil)
+		addr := loopback(l)
+		c := dialFrom(t, ip, addr)
+		defer c.Close()
+		bad := bytes.Replace(bytes.Clone(connect311), []byte("pw"), []byte("no"), 1)
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write(bad); err != nil {
+			t.Fatal(err)
+		}
+		ack := make([]byte, 4)
+		if _, err := io.ReadFull(c, ack); err != nil || ack[3] == 0 {
+			t.Fatalf("CONNACK % x, %v: want a refusal", ack, err)
+		}
+		waitPendingOf(t, l.pending, ip, 0, "refused")
+		again := dialFrom(t, ip, addr)
+		defer again.Close()
+		if err := connectAndAuthenticate(again); err != nil {
+			t.Fatalf("%s could not connect again: %v", ip, err)
+		}
+	})
+	t.Run("its TLS handshake fails", func(t *testing.T) {
+		certPEM, keyPEM := testcert.SelfSigned(t, "chatd")
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := slog.New(slog.DiscardHandler)
+		srv := mqtt.New(&mqtt.Options{Logger: log})
+		if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+			t.Fatal(err)
+		}
+		l := NewTCPListener("s", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}}, log)
+		l.clients, l.pending = &srv.Listeners.ClientsWg, newPendingConnects(1, nil)
+		if err := srv.AddListener(l); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Serve(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { l.pending.cutAll(); _ = srv.Close() }()
+		c := dialFrom(t, ip, l.Address())
+		defer c.Close()
+		waitPendingOf(t, l.pending, ip, 1, "before its handshake")
+		if _, err := c.Write([]byte("GET / HTTP/1.0\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		if !waitClosed(c, 5*time.Second) {
+			t.Fatal("a connection that is no TLS was not closed")
+		}
+		waitPendingOf(t, l.pending, ip, 0, "after its failed handshake")
+		tc := tls.Client(dialFrom(t, ip, l.Address()), &tls.Config{InsecureSkipVerify: true})
+		defer tc.Close()
+		if err := connectAndAuthenticate(tc); err != nil {
+			t.Fatalf("%s could not connect again: %v", ip, err)
+		}
+	})
+	t.Run("the broker shuts down", func(t *testing.T) {
+		l, _ := startCappedBroker(t, 1, nil)
+		c := dialFrom(t, ip, loopback(l))
+		defer c.Close()
+		waitPendingOf(t, l.pending, ip, 1, "silent")
+		l.pending.cutAll()
+		if !waitClosed(c, 5*time.Second) {
+			t.Fatal("a silent connection was not closed by the shutdown")
+		}
+		waitPendingOf(t, l.pending, ip, 0, "after the shutdown")
+	})
+	t.Run("its WebSocket upgrade is refused", func(t *testing.T) {
+		log := slog.New(slog.DiscardHandler)
+		srv := mqtt.New(&mqtt.Options{Logger: log})
+		if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+			t.Fatal(err)
+		}
+		l := NewWSListener("w", nil, log)
+		l.clients, l.pending = &srv.Listeners.ClientsWg, newPendingConnects(1, nil)
+		l.trusted = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+		if err := srv.AddListener(l); err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(l)
+		defer hs.Close()
+		if err := srv.Serve(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { l.pending.cutAll(); _ = srv.Close() }()
+		url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/mqtt"
+		d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: 5 * time.Second}
+		h := http.Header{"X-Forwarded-For": {ip}, "Origin": {"https://elsewhere.example"}}
+		if _, resp, err := d.Dial(url, h); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("a foreign origin's upgrade: %v, %v; want 403", err, resp)
+		}
+		waitPendingOf(t, l.pending, ip, 0, "after the refused upgrade")
+		h.Del("Origin")
+		ws, _, err := d.Dial(url, h)
+		if err != nil {
+			t.Fatalf("%s could not upgrade again: %v", ip, err)
+		}
+		defer ws.Close()
+		waitPendingOf(t, l.pending, ip, 1, "upgraded")
+	})
+}
+
+// One host is handed a whole IPv6 /64: its addresses share one count, as
+// the per-IP connect limit keys them, and an IPv4-mapped address is its
+// IPv4 address. Shown over WebSocket, whose X-Forwarded-For from a trusted
+// proxy names any address.
+func TestThePendingCapCountsAnIPv6Slash64AsOneAddress(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	srv := mqtt.New(&mqtt.Options{Logger: log})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		t.Fatal(err)
+	}
+	l := NewWSListener("w", nil, log)
+	l.clients, l.pending = &srv.Listeners.ClientsWg, newPendingConnects(2, nil)
+	l.trusted = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	if err := srv.AddListener(l); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(l)
+	defer hs.Close()
+	if err := srv.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { l.pending.cutAll(); _ = srv.Close() }()
+	url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/mqtt"
+	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: 5 * time.Second}
+	upgrade := func(ip string) int {
+		ws, resp, err := d.Dial(url, http.Header{"X-Forwarded-For": {ip}})
+		if err == nil {
+			t.Cleanup(func() { _ = ws.Close() })
+			return http.StatusSwitchingProtocols
+		}
+		if resp == nil {
+			t.Fatalf("upgrade from %s: %v", ip, err)
+		}
+		return resp.StatusCode
+	}
+	for _, step := range []struct {
+		ip   string
+		want int
+	}{
+		{"2001:db8:1:2::1", http.StatusSwitchingProtocols},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", http.StatusSwitchingProtocols},
+		{"2001:db8:1:2::3", http.StatusTooManyRequests}, // the same /64
+		{"2001:db8:1:3::1", http.StatusSwitchingProtocols},
+		{"198.51.100.9", http.StatusSwitchingProtocols},
+		{"::ffff:198.51.100.9", http.StatusSwitchingProtocols},
+		{"198.51.100.9", http.StatusTooManyRequests}, // the mapped one was it
+	} {
+		if got := upgrade(step.ip); got != step.want {
+			t.Fatalf("an upgrade from %s: HTTP %d, want %d", step.ip, got, step.want)
+		}
 	}
 }
