@@ -34,7 +34,7 @@ func ClientAddr(r *http.Request, trusted []netip.Prefix) (netip.AddrPort, bool) 
 	}
 	var a netip.Addr
 	for i := len(hops) - 1; i >= 0; i-- {
-		a, err = netip.ParseAddr(strings.TrimSpace(hops[i]))
+		a, err = hopAddr(strings.TrimSpace(hops[i]))
 		if err != nil {
 			return netip.AddrPort{}, false
 		}
@@ -43,6 +43,19 @@ func ClientAddr(r *http.Request, trusted []netip.Prefix) (netip.AddrPort, bool) 
 		}
 	}
 	return netip.AddrPortFrom(a, 0), true
+}
+
+// hopAddr is the address of one X-Forwarded-For entry: an IP address,
+// or one with the port the client connected from, as some proxies write
+// it (Azure Application Gateway: 203.0.113.7:4711, [2001:db8::7]:4711).
+// Refusing those would put every client behind such a proxy under its
+// address, one for every per-address limit.
+func hopAddr(hop string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(hop); err == nil {
+		return a, nil
+	}
+	ap, err := netip.ParseAddrPort(hop)
+	return ap.Addr(), err
 }
 
 func contains(nets []netip.Prefix, a netip.Addr) bool {

@@ -24,6 +24,9 @@ func TestClientAddrBelievesXForwardedForOnlyFromTrustedProxies(t *testing.T) {
 		{"every hop a trusted proxy: the leftmost", "10.0.0.5:4000", []string{"10.1.1.1, 10.2.2.2"}, "10.1.1.1"},
 		{"a garbled entry on the way", "10.0.0.5:4000", []string{"203.0.113.7, unknown"}, ""},
 		{"IPv6 behind an IPv6 proxy", "[2001:db8::1]:4000", []string{"2001:db8:ffff::1, 2a00::7"}, "2a00::7"},
+		{"an entry with the client's port", "10.0.0.5:4000", []string{"203.0.113.7:4711"}, "203.0.113.7"},
+		{"an IPv6 entry with the client's port", "10.0.0.5:4000", []string{"[2a00::7]:4711, 10.1.2.3:80"}, "2a00::7"},
+		{"an entry with a port that is not one", "10.0.0.5:4000", []string{"203.0.113.7:http"}, ""},
 		{"an IPv4-mapped peer", "[::ffff:10.0.0.5]:4000", []string{"203.0.113.7"}, "203.0.113.7"},
 	}
 	for _, c := range cases {
