@@ -28,8 +28,10 @@ const (
 // minute: a file whose bytes the store took, but whose completion never
 // reached chatd (the network cut it), is completed by the tray's Retry,
 // before its URL expired or after, its bytes sent to the store once and
-// charged once against the day's bytes; and a file whose bytes never
-// reached the store is sent again.
+// charged once against the day's bytes; a page reloaded before the
+// completion was answered completes that upload when the file is picked
+// again, likewise; and a file whose bytes never reached the store is sent
+// again.
 func TestBrowserUploadWhoseCompletionWasLostIsCompletedNotSentAgain(t *testing.T) {
 	t.Parallel()
 	chromium, node := browserTools(t)

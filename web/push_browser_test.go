@@ -20,7 +20,7 @@ import (
 const pushSpec = "push.spec.mjs"
 
 // ownTest lists the specs a test of their own runs; TestBrowserE2E skips them.
-var ownTest = map[string]bool{pushSpec: true, peopleSpec: true, packetSpec: true, pubackSpec: true, earlySpec: true, outboxSpec: true, wakeSpec: true, unopenedSpec: true, cspSpec: true, objectStoreSpec: true, clientIDSpec: true}
+var ownTest = map[string]bool{pushSpec: true, peopleSpec: true, packetSpec: true, pubackSpec: true, earlySpec: true, outboxSpec: true, wakeSpec: true, unopenedSpec: true, cspSpec: true, objectStoreSpec: true, clientIDSpec: true, reloadSpec: true}
 
 // TestBrowserPush runs web/e2e/push.spec.mjs: the notification button, the
 // service worker's subscription registered with POST /v1/devices, chatd's

@@ -4,7 +4,8 @@
 // reached chatd (the network cut it) leaves the bytes in the bucket: the
 // tray's Retry completes them, before the URL expired or after, rather
 // than send them again or ask for a new ticket, charged again against the
-// day's bytes. Run by TestBrowserUploadWhoseCompletionWasLostIsCompletedNotSentAgain,
+// day's bytes; a page reloaded before the completion was answered
+// completes the upload when the file is picked again. Run by TestBrowserUploadWhoseCompletionWasLostIsCompletedNotSentAgain,
 // which starts the store and a chatd on it; by hand:
 //
 //   CHATD_URL=http://127.0.0.1:8080 S3_URL=http://127.0.0.1:9000 FILE_BYTES=40000 QUOTA_BYTES=60000 node web/e2e/objectstore.spec.mjs
@@ -16,7 +17,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { browserSpec, eventually, finish, openDirect } from './helpers.mjs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after } from 'node:test';
+import { browserSpec, eventually, finish, online, openConversation, openDirect } from './helpers.mjs';
 
 const spec = browserSpec();
 const STORE = process.env.S3_URL;
@@ -131,5 +136,33 @@ test('an upload whose PUT never reached the store is sent again by Retry, to the
   assert.equal(seen.puts[0], seen.puts[1], 'the retry PUT to another URL');
   assert.equal(seen.tickets, 1, 'a second ticket was asked for');
   await sentAndGot(spec, a, conv, 9906, file);
+  await finish(a);
+});
+
+test('a page reloaded after the store took the bytes, before the completion was answered, completes that upload when the file is picked again: no PUT, no ticket again', async () => {
+  const { conv, a } = await openDirect(spec, 9907, 9908, []);
+  const seen = watch(a.page);
+  // Picked from disk, as a user picks it: picked again, the same name,
+  // size, type and modification time.
+  const dir = mkdtempSync(join(tmpdir(), 'chatd-objectstore-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = minutes();
+  const path = join(dir, 'minutes.txt');
+  writeFileSync(path, file);
+  // The completion leaves the page and goes nowhere; the page is reloaded.
+  let held = 0;
+  await a.page.route('**/v1/uploads/*/complete', () => held++);
+  await a.page.getByTestId('file-input').setInputFiles(path);
+  await eventually(async () => assert.equal(held, 1));
+  await a.page.unrouteAll({ behavior: 'ignoreErrors' });
+  await a.page.reload();
+  await online(a.page, 20000);
+  await openConversation(a.page, conv.id);
+  await eventually(async () => assert.match(await a.page.getByTestId('tray-waiting').textContent(), /pick the file again to resume/i));
+  await a.page.getByTestId('file-input').setInputFiles(path);
+  await trayItem(a.page, 'done');
+  assert.equal(seen.puts.length, 1, `the bytes the store holds were sent again: ${JSON.stringify(seen.puts)}`);
+  assert.equal(seen.tickets, 1, `a second ticket was asked for, charged again (the day takes ${QUOTA_BYTES} bytes, the file is ${FILE_BYTES})`);
+  await sentAndGot(spec, a, conv, 9908, file);
   await finish(a);
 });

@@ -18,7 +18,7 @@ import { People } from './store/people.js';
 import { useBlobs, usePeople } from './views/format.js';
 import { createSearch } from './views/search.js';
 import { openInfo, openProfile } from './views/people.js';
-import { BlobCache, Uploader } from './uploads.js';
+import { BlobCache, UploadTickets, Uploader } from './uploads.js';
 import { clearNotifications, disablePush, followNotificationClicks, forgetDevice, forgetOthersShown, notifyWhileHidden, pushButton, rememberSignIn } from './push.js';
 
 const root = document.getElementById('app');
@@ -45,6 +45,8 @@ async function startApp({ token, userId, exp }) {
   rememberSignIn(userId)
     .then(() => forgetOthersShown(userId))
     .catch(() => {});
+  // The tray's uploads someone else left here are not theirs to resume.
+  UploadTickets.forgetOthers(userId);
   const state = new ChatState(userId);
   // CONNACK 0x85: another user's session holds this tab's client id. The
   // tab claims a new one as it claimed the first (no other tab has it),
@@ -87,9 +89,12 @@ async function startApp({ token, userId, exp }) {
     for (const el of [...document.body.children]) if (el !== root) el.remove();
     session.close({ endSession });
     // Signing out: this person's unsent messages, those of their other
-    // tabs too, do not stay in the browser. An expired token keeps them
-    // for the next sign-in.
-    if (endSession) Outbox.clearUser(userId);
+    // tabs too, and the uploads their tray left unfinished do not stay in
+    // the browser. An expired token keeps them for the next sign-in.
+    if (endSession) {
+      Outbox.clearUser(userId);
+      UploadTickets.clearUser(userId);
+    }
     sync.stop(); // nothing is on screen: no more read receipts nor catch-up
     // The user's files shown from blob: URLs (and the tray's previews)
     // must not outlive the sign-out in this page.
@@ -140,7 +145,7 @@ async function startApp({ token, userId, exp }) {
     location.hash = cid ? `#/c/${cid}` : '';
   };
   const signOutEverywhere = () => signOut('You were signed out on every device. Sign in again.', { endSession: true });
-  const media = { uploader: new Uploader(api), cache: new BlobCache(api) };
+  const media = { uploader: new Uploader(api, { userId }), cache: new BlobCache(api) };
   useBlobs(media.cache);
   sync.onRecalled = (ids) => media.cache.forget(ids);
   const peopleCtx = { state, sync, api, people, media, notify, go, signOutEverywhere };

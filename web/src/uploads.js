@@ -127,10 +127,152 @@ function sameKind(served, declared) {
  */
 const UPLOAD_WAIT_S = 60;
 
+/** Where UploadTickets keeps a user's tickets: PREFIX + user id. */
+const TICKETS_PREFIX = 'chatd.uploads.';
+
+/**
+ * How long a ticket is kept after it was asked for (ms): chatd's default
+ * upload_ttl, after which an upload never sent is deleted (its URL, its
+ * key and any bytes it took with it). A page does not learn the server's
+ * setting: a ticket kept longer is answered 404 (a new ticket then), one
+ * forgotten sooner is uploaded anew.
+ */
+export const TICKET_KEEP_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * What tells a file picked again from the one picked before a reload: its
+ * name, size, last modification and type, as the browser gives them. The
+ * bytes are not read: a file changed since has another lastModified (or
+ * size), and chatd refuses other bytes (or completes them as another
+ * file, which send finds out).
+ */
+function fingerprint(file) {
+  return { name: file.name || '', size: file.size, lastModified: file.lastModified ?? 0, type: file.type || '' };
+}
+
+/** Whether a and b (files, or fingerprints of them) are the same file as far as picking it again tells. */
+export function sameFile(a, b) {
+  a = fingerprint(a);
+  b = fingerprint(b);
+  return a.name === b.name && a.size === b.size && a.lastModified === b.lastModified && a.type === b.type;
+}
+
+/**
+ * The tray's tickets of user userId, kept in localStorage as the outbox
+ * keeps unsent messages (store/outbox.js), so that a reload, a crashed tab
+ * or a closed browser in the middle of an upload does not lose it: the
+ * same file picked again for the same conversation goes on with the same
+ * upload (Uploader.send, from its kept ticket and Idempotency-Key) rather
+ * than a new one charged again against the day's bytes. An entry is
+ * {cid, file: fingerprint, ticket, ticketKey, at}: at is when it was made
+ * (TICKET_KEEP_MS). Entries are the user's alone: another user's are never
+ * read, and go when someone else signs in here (forgetOthers).
+ */
+export class UploadTickets {
+  /**
+   * @param {number} userId
+   * @param {Storage|null} storage
+   */
+  constructor(userId, storage = globalThis.localStorage ?? null, now = () => Date.now()) {
+    this.key = TICKETS_PREFIX + userId;
+    this.storage = storage;
+    this.now = now;
+  }
+
+  /** Every kept ticket not past TICKET_KEEP_MS, oldest first. */
+  list() {
+    let all = [];
+    try {
+      all = JSON.parse(this.storage?.getItem(this.key) || '[]');
+    } catch {
+      // Unreadable (or unavailable): nothing kept.
+    }
+    if (!Array.isArray(all)) return [];
+    const live = all.filter((e) => e && Number.isSafeInteger(e.cid) && e.file && typeof e.at === 'number' && this.now() - e.at < TICKET_KEEP_MS && (e.ticket || e.ticketKey));
+    if (live.length !== all.length) this.save(live);
+    return live;
+  }
+
+  /** The kept entry of file for conversation cid, or null. */
+  find(cid, file) {
+    const f = fingerprint(file);
+    return this.list().find((e) => e.cid === cid && sameFile(e.file, f)) ?? null;
+  }
+
+  /**
+   * Keeps where the upload of file for cid stands: its ticket (null before
+   * it came) and the Idempotency-Key of its ticket request. Neither (the
+   * upload was refused, or its ticket is spent) forgets it.
+   */
+  keep(cid, file, ticket, ticketKey) {
+    if (!ticket && !ticketKey) return this.forget(cid, file);
+    const f = fingerprint(file);
+    const all = this.list();
+    const i = all.findIndex((e) => e.cid === cid && sameFile(e.file, f));
+    // A new key is a new upload: its time starts anew.
+    const at = i >= 0 && all[i].ticketKey === ticketKey ? all[i].at : this.now();
+    const e = { cid, file: f, ticket: ticket ? { ...ticket } : null, ticketKey: ticketKey ?? null, at };
+    if (i >= 0) all[i] = e;
+    else all.push(e);
+    this.save(all);
+  }
+
+  /** Forgets the upload of file for cid: sent in a message, removed from the tray, or refused. */
+  forget(cid, file) {
+    const f = fingerprint(file);
+    const all = this.list();
+    const rest = all.filter((e) => !(e.cid === cid && sameFile(e.file, f)));
+    if (rest.length !== all.length) this.save(rest);
+  }
+
+  save(list) {
+    try {
+      if (list.length) this.storage?.setItem(this.key, JSON.stringify(list));
+      else this.storage?.removeItem(this.key);
+    } catch {
+      // Full or unavailable (a private window): the upload goes on from
+      // this page, it just does not survive it.
+    }
+  }
+
+  /** Signing out: user userId's tickets do not stay in the browser for the next person. */
+  static clearUser(userId, storage = globalThis.localStorage ?? null) {
+    try {
+      storage?.removeItem(TICKETS_PREFIX + userId);
+    } catch {
+      // Unavailable: nothing was kept.
+    }
+  }
+
+  /**
+   * Signing in as userId: the tickets anyone else left here (a token that
+   * expired while the browser was closed signs no one out) go.
+   */
+  static forgetOthers(userId, storage = globalThis.localStorage ?? null) {
+    const keys = [];
+    try {
+      for (let i = 0; i < (storage?.length ?? 0); i++) {
+        const k = storage.key(i);
+        if (k && k.startsWith(TICKETS_PREFIX) && k !== TICKETS_PREFIX + userId) keys.push(k);
+      }
+      for (const k of keys) storage.removeItem(k);
+    } catch {
+      // Unavailable: nothing was kept.
+    }
+  }
+}
+
 export class Uploader {
-  /** @param {import('./api.js').Api} api */
-  constructor(api) {
+  /**
+   * @param {import('./api.js').Api} api
+   * @param {{userId?: number|null, storage?: Storage|null}} [opts] whose
+   *   uploads these are: with a userId, the tray's tickets are kept
+   *   (UploadTickets) across a reload
+   */
+  constructor(api, { userId = null, storage = globalThis.localStorage ?? null } = {}) {
     this.api = api;
+    /** @type {UploadTickets|null} */
+    this.tickets = userId === null ? null : new UploadTickets(userId, storage);
     // How many waits (see patiently in send) a step of an upload sits
     // through before it fails, Retry then the user's.
     this.busyWaits = 10;
@@ -181,6 +323,12 @@ export class Uploader {
    * most UPLOAD_WAIT_S, past what the Api waits for itself (its PUT, which
    * no Api sends; a ticket still refused after the Api's retries), is
    * done again after it, the wait told through onWait as the Api's.
+   * handle.onTicket(ticket, ticketKey), when given, is told where the
+   * upload stands at every change, for the tray to keep across a reload
+   * (UploadTickets): the key before the ticket is asked for, the ticket
+   * once it came and once every byte went (ticket.sent), the ticket sent
+   * once the upload is complete, and nulls once the upload is refused or
+   * its ticket spent. A cancelled upload tells nothing more.
    */
   send(what, file, onProgress, handle) {
     // abort() works from the start: before the ticket comes, it stops
@@ -196,6 +344,14 @@ export class Uploader {
       ctl.abort();
     };
     handle.signal?.addEventListener('abort', () => handle.abort());
+    const kept = () => {
+      if (!aborted) handle.onTicket?.(handle.ticket ?? null, handle.ticketKey ?? null);
+    };
+    // Complete: a page reloaded before the message went finds its bytes
+    // there (a completion or read, never a second PUT or ticket).
+    const keptDone = (t, key) => {
+      if (!aborted) handle.onTicket?.({ ...t, sent: true }, key ?? null);
+    };
     const refused = (e) => {
       throw what.conversationId ? refusal(e) : e;
     };
@@ -252,21 +408,27 @@ export class Uploader {
         try {
           a = await (t.sent && t.completeUrl ? settle(t) : read(t, expiring(t) ? undefined : 'The upload was interrupted, and'));
         } catch (e) {
-          if (!retriable(e)) handle.ticket = handle.ticketKey = null;
+          if (!retriable(e)) {
+            handle.ticket = handle.ticketKey = null;
+            kept();
+          }
           throw e;
         }
         check();
         if (a) {
+          keptDone(t, handle.ticketKey);
           handle.ticket = handle.ticketKey = null;
           onProgress(file.size, file.size);
           return a;
         }
         t.sent = false; // they never arrived: they go again
+        kept();
       }
       if (!t || expiring(t)) {
         if (t) handle.ticketKey = null; // expiring: a new ticket, a new key
         handle.ticket = null;
         handle.ticketKey ??= uuid4();
+        kept();
         try {
           t = await patiently(() =>
             this.api.request(
@@ -281,10 +443,14 @@ export class Uploader {
           // Only an answer that may have been lost keeps the key: a
           // refusal made nothing, and a key gone (its URL expired) is
           // spent, so sent again it would be refused for ever.
-          if (!retriable(e)) handle.ticketKey = null;
+          if (!retriable(e)) {
+            handle.ticketKey = null;
+            kept();
+          }
           throw e;
         }
         handle.ticket = t;
+        kept();
       }
       check();
       try {
@@ -296,7 +462,7 @@ export class Uploader {
         // URL expires: then chatd answers 410 whatever became of the
         // upload, complete already if an earlier PUT got through with its
         // answer lost.
-        const put = await patiently(() => this.put(t, file, own, onProgress, handle)).catch(async (e) => {
+        const put = await patiently(() => this.put(t, file, own, onProgress, handle, kept)).catch(async (e) => {
           if (!own || e.status !== 410) throw e;
           const a = await read(t);
           if (!a) throw new ApiError(410, 'gone', 'The upload link expired before the whole file arrived: Retry sends it again.');
@@ -316,17 +482,22 @@ export class Uploader {
             })
           : put;
         if (!u || !u.attachment) throw new ApiError(500, 'internal', 'the server did not return the attachment');
+        keptDone(t, handle.ticketKey);
         return u.attachment;
       } catch (e) {
         // Only a failure that may leave the upload pending keeps its
         // ticket: a refusal deleted it, an expiry (gone) needs a new one.
-        if (!retriable(e)) handle.ticket = handle.ticketKey = null;
+        if (!retriable(e)) {
+          handle.ticket = handle.ticketKey = null;
+          kept();
+        }
         throw e;
       }
     })().catch(refused);
   }
 
-  put(t, file, own, onProgress, handle) {
+  /** PUTs file to ticket t; onSent() is told once every byte went (t.sent). */
+  put(t, file, own, onProgress, handle, onSent = () => {}) {
     return new Promise((resolve, reject) => {
       const xhr = new XMLHttpRequest();
       const before = handle.abort;
@@ -351,6 +522,7 @@ export class Uploader {
       // stored, and a retry asks before it sends them again (send).
       xhr.upload.onload = () => {
         t.sent = true;
+        onSent();
       };
       xhr.upload.onprogress = (e) => {
         moved();
@@ -365,6 +537,7 @@ export class Uploader {
         }
         if (xhr.status >= 200 && xhr.status < 300) {
           t.sent = true;
+          onSent();
           onProgress(file.size, file.size);
           resolve(data);
           return;

@@ -4,7 +4,7 @@
 // viewer. Names and captions are text nodes like every user string.
 
 import { h, icon, setText } from './dom.js';
-import { fileType, refusedForGood, shownAsPicture } from '../uploads.js';
+import { fileType, refusedForGood, sameFile, shownAsPicture } from '../uploads.js';
 import { waitText } from '../api.js';
 import { aboutOpenConversation } from './lifecycle.js';
 
@@ -139,6 +139,15 @@ export function openLightbox(a, cache, onClose = () => {}) {
  * removed or blocked, or the file is too large or of a type chatd does
  * not take), which it says. onChange is called
  * whenever what can be sent changes.
+ * With the uploader's tickets kept (Uploader tickets, UploadTickets), an
+ * upload outlives the page: the tray keeps where each stands, and a file
+ * picked again for the conversation after a reload goes on with its
+ * upload (see Uploader.send). The uploads of the conversation it knows of
+ * but holds no file for (the page was reloaded or the conversation left
+ * meanwhile) are shown by restore(), each saying to pick the file again,
+ * with a Remove that forgets it. Remove, a refusal for good and a send
+ * (take) forget an upload; clear() (another conversation, signing out)
+ * stops the uploads and keeps them.
  * @param {import('../uploads.js').Uploader} uploader
  * @param {() => number|null} convId
  */
@@ -146,9 +155,12 @@ export function createTray(uploader, convId, onChange) {
   const el = h('div', { class: 'tray', 'data-testid': 'tray', hidden: true });
   /** @type {{file:File, cid:number, status:string, error:string, final:boolean, attachment:any, el:HTMLElement, bar:HTMLElement, stateEl:HTMLElement, handle:any, preview:string|null}[]} */
   let items = [];
+  const kept = uploader.tickets ?? null;
+  /** @type {{cid:number, file:any, el:HTMLElement}[]} uploads kept from before, waiting for their file */
+  let waiting = [];
 
   function render() {
-    el.hidden = items.length === 0;
+    el.hidden = items.length === 0 && waiting.length === 0;
     onChange();
   }
 
@@ -158,6 +170,7 @@ export function createTray(uploader, convId, onChange) {
     it.final = false;
     // The previous attempt's ticket and its key, if any: see Uploader.send.
     it.handle = { ticket: it.handle?.ticket, ticketKey: it.handle?.ticketKey };
+    if (it.kept) it.handle.onTicket = (t, key) => kept.keep(it.cid, it.file, t, key);
     // A step waiting to be sent again (chatd busy) says so; Remove ends it.
     it.handle.onWait = (s, err) => {
       it.status = s ? 'waiting' : 'uploading';
@@ -198,7 +211,13 @@ export function createTray(uploader, convId, onChange) {
       const preview = shownAsPicture({ contentType: fileType(file) }) ? URL.createObjectURL(file) : null;
       const bar = h('span', { class: 'tray-bar' });
       const stateEl = h('span', { class: 'att-meta', 'data-testid': 'tray-state' });
-      const it = { file, cid, status: 'uploading', error: '', final: false, attachment: null, bar, stateEl, handle: {}, preview, el: null };
+      // Kept across a reload, and picked up from before it, unless the
+      // tray holds the same file already: that one is the kept upload.
+      const keep = Boolean(kept) && !items.some((x) => x.kept && x.cid === cid && sameFile(x.file, file));
+      const before = keep ? kept.find(cid, file) : null;
+      const handle = before ? { ticket: before.ticket, ticketKey: before.ticketKey } : {};
+      for (const w of waiting.filter((w) => w.cid === cid && sameFile(w.file, file))) unwait(w);
+      const it = { file, cid, kept: keep, status: 'uploading', error: '', final: false, attachment: null, bar, stateEl, handle, preview, el: null };
       it.el = h(
         'div',
         { class: 'tray-item', 'data-testid': 'tray-item' },
@@ -214,11 +233,65 @@ export function createTray(uploader, convId, onChange) {
     render();
   }
 
-  function remove(it) {
+  /** Stops the upload of it and takes it off the tray; its ticket stays kept. */
+  function drop(it) {
     it.handle.abort?.();
     it.el.remove();
     if (it.preview) URL.revokeObjectURL(it.preview);
     items = items.filter((x) => x !== it);
+    render();
+  }
+
+  /** The user's Remove: the upload is cancelled, its ticket forgotten. */
+  function remove(it) {
+    drop(it);
+    if (it.kept) kept.forget(it.cid, it.file);
+  }
+
+  function unwait(w) {
+    w.el.remove();
+    waiting = waiting.filter((x) => x !== w);
+  }
+
+  /**
+   * Shows the kept uploads of the conversation the tray holds no file of:
+   * the page that had the file is gone, and picking it again resumes.
+   */
+  function restore() {
+    const cid = convId();
+    if (!kept || !cid) return;
+    for (const e of kept.list()) {
+      if (e.cid !== cid || waiting.some((w) => w.cid === cid && sameFile(w.file, e.file)) || items.some((x) => x.cid === cid && sameFile(x.file, e.file))) continue;
+      const w = { cid, file: e.file, el: null };
+      w.el = h(
+        'div',
+        { class: 'tray-item', 'data-testid': 'tray-waiting', 'data-status': 'waiting-file' },
+        h('span', { class: 'tray-thumb' }, icon('file')),
+        h(
+          'span',
+          { class: 'tray-text' },
+          h('span', { class: 'file-name' }, e.file.name),
+          h('span', { class: 'att-meta', 'data-testid': 'tray-waiting-state' }, `Not sent: pick the file again to resume (${formatSize(e.file.size)})`),
+        ),
+        h(
+          'button',
+          {
+            class: 'icon-btn tray-remove',
+            type: 'button',
+            'aria-label': `Forget ${e.file.name}`,
+            'data-testid': 'tray-waiting-remove',
+            onclick: () => {
+              unwait(w);
+              kept.forget(cid, e.file);
+              render();
+            },
+          },
+          icon('close'),
+        ),
+      );
+      waiting.push(w);
+      el.appendChild(w.el);
+    }
     render();
   }
 
@@ -228,19 +301,24 @@ export function createTray(uploader, convId, onChange) {
     /** Files are waiting: the message waits for them. */
     busy: () => items.some((it) => it.status !== 'done'),
     count: () => items.length,
-    /** The uploads to send, in order, and clears the tray. */
+    restore,
+    /** The uploads to send, in order, and clears the tray of them: a message carries them, and their tickets are forgotten. */
     take() {
       const out = items.map((it) => it.attachment);
       for (const it of items) {
         it.el.remove();
         if (it.preview) URL.revokeObjectURL(it.preview);
+        if (it.kept) kept.forget(it.cid, it.file);
       }
       items = [];
       render();
       return out;
     },
+    /** Stops every upload and empties the tray; their tickets stay kept (restore shows them). */
     clear() {
-      for (const it of [...items]) remove(it);
+      for (const it of [...items]) drop(it);
+      for (const w of [...waiting]) unwait(w);
+      render();
     },
   };
 }

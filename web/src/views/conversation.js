@@ -644,6 +644,8 @@ export function createConversationView(state, sync, media, actions) {
       leaveConversation();
       input.value = drafts.get(c.id);
       tray.clear();
+      // The uploads of this conversation a page before left unfinished.
+      tray.restore();
       autoGrow();
       el.dataset.convId = String(c.id);
     }

@@ -1,0 +1,379 @@
+// Unit tests of the tray's uploads across a page reload (src/uploads.js
+// UploadTickets, src/views/attachments.js createTray): a reload is a new
+// Uploader and tray over the same localStorage, the page before it
+// abandoned where it stood (a reload runs none of its code). Plain Node
+// with stand-ins for localStorage, the DOM and XMLHttpRequest.
+// Run: node --test web/test/
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as uploads from '../src/uploads.js';
+import { createTray } from '../src/views/attachments.js';
+import { fakeDocument } from './fakedom.mjs';
+
+const ME = 8;
+const CONV = 7;
+
+/** localStorage's interface over a Map. */
+function memoryStorage() {
+  const m = new Map();
+  return {
+    get length() {
+      return m.size;
+    },
+    key: (i) => [...m.keys()][i] ?? null,
+    getItem: (k) => (m.has(k) ? m.get(k) : null),
+    setItem: (k, v) => m.set(k, String(v)),
+    removeItem: (k) => m.delete(k),
+    map: m,
+  };
+}
+
+/** The file the user picks, and picks again after the reload: a File's fields. */
+const minutes = () => ({ name: 'minutes.txt', type: 'text/plain', size: 40000, lastModified: 1765000000000 });
+
+const settle = async () => {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+};
+
+/**
+ * chatd as the pages see it: tickets (POST /v1/uploads, each noted with its
+ * Idempotency-Key; a key asked again answers its upload, as chatd does),
+ * completions and reads of uploads, and the PUTs of the stand-in
+ * XMLHttpRequest. Each PUT does what the next of puts says: 'hang' (a
+ * third of the bytes go, then the page goes away), 'sent' (every byte
+ * went, the answer never comes), or by default chatd's answer, the
+ * complete upload. objectStore makes tickets with a completeUrl.
+ */
+function fakeChatd({ objectStore = false, urlValidMs = 15 * 60000 } = {}) {
+  const c = { tickets: [], keys: new Map(), puts: [], completions: [], reads: [], script: [], uploads: new Map() };
+  const ticket = (id) => ({
+    uploadId: id,
+    url: objectStore ? `https://store.example/${id}` : `/v1/uploads/${id}`,
+    method: 'PUT',
+    headers: { 'Content-Type': 'text/plain' },
+    expiresAt: new Date(Date.now() + urlValidMs).toISOString(),
+    ...(objectStore ? { completeUrl: `/v1/uploads/${id}/complete` } : {}),
+  });
+  const attachment = (id) => ({ id, name: 'minutes.txt', contentType: 'text/plain', size: 40000 });
+  c.api = {
+    token: 't',
+    onUnauthorized() {},
+    async request(method, path, body, headers = {}) {
+      if (method === 'POST' && path === '/v1/uploads') {
+        const key = headers['Idempotency-Key'];
+        c.tickets.push({ body, key });
+        if (c.stallTickets) return new Promise(() => {});
+        if (!c.keys.has(key)) {
+          const id = `u${c.tickets.length}`;
+          c.keys.set(key, ticket(id));
+          c.uploads.set(id, { state: 'pending', stored: false });
+        }
+        return c.keys.get(key);
+      }
+      const done = /^\/v1\/uploads\/(u\d+)\/complete$/.exec(path);
+      if (method === 'POST' && done) {
+        c.completions.push(done[1]);
+        const u = c.uploads.get(done[1]);
+        if (!u) throw Object.assign(new Error('no such upload'), { status: 404, code: 'not_found' });
+        if (!u.stored) throw Object.assign(new Error('nothing under the URL'), { status: 400, code: 'invalid' });
+        u.state = 'complete';
+        return { uploadId: done[1], state: 'complete', attachment: attachment(done[1]) };
+      }
+      const read = /^\/v1\/uploads\/(u\d+)$/.exec(path);
+      if (method === 'GET' && read) {
+        c.reads.push(read[1]);
+        const u = c.uploads.get(read[1]);
+        if (!u) throw Object.assign(new Error('no such upload'), { status: 404, code: 'not_found' });
+        return { uploadId: read[1], state: u.state, ...(u.state === 'complete' ? { attachment: attachment(read[1]) } : {}) };
+      }
+      throw new Error(`unexpected ${method} ${path}`);
+    },
+  };
+  c.XHR = class {
+    constructor() {
+      this.upload = {};
+    }
+    open(method, url) {
+      this.url = url;
+    }
+    setRequestHeader() {}
+    getResponseHeader() {
+      return null;
+    }
+    send(file) {
+      const what = c.script.shift() ?? 'ok';
+      c.puts.push(this.url);
+      const id = /(u\d+)$/.exec(this.url)[1];
+      setImmediate(() => this.upload.onprogress?.({ loaded: file.size / 3, total: file.size, lengthComputable: true }));
+      if (what === 'hang') return;
+      setImmediate(() => {
+        const u = c.uploads.get(id);
+        u.stored = true;
+        if (!objectStore) u.state = 'complete';
+        this.upload.onload?.();
+        if (what === 'sent') return;
+        this.status = 200;
+        this.responseText = objectStore ? '' : JSON.stringify({ uploadId: id, state: 'complete', attachment: attachment(id) });
+        this.onload();
+        this.onloadend();
+      });
+    }
+    abort() {}
+  };
+  return c;
+}
+
+/** A page of user uid: an Uploader keeping its tickets in storage, and the composer's tray for conversation cid. */
+function page(c, storage, { uid = ME, cid = CONV } = {}) {
+  const up = new uploads.Uploader(c.api, { userId: uid, storage });
+  up.stallMs = 1000; // the abandoned page's PUT gives up soon: node waits for its timer
+  const tray = createTray(up, () => cid, () => {});
+  return { up, tray, items: () => tray.el.findAll('tray-item'), waiting: () => tray.el.findAll('tray-waiting') };
+}
+
+/** Runs fn with the stand-in DOM and c's XMLHttpRequest. */
+async function withBrowser(c, fn) {
+  const undo = fakeDocument();
+  globalThis.XMLHttpRequest = c.XHR;
+  try {
+    await fn();
+  } finally {
+    delete globalThis.XMLHttpRequest;
+    undo();
+  }
+}
+
+/** The tray's one item once its upload is status. */
+async function itemOnce(p, status) {
+  for (let i = 0; i < 50; i++) {
+    await settle();
+    const [it] = p.items();
+    if (it?.dataset.status === status) return it;
+  }
+  const it = p.items()[0];
+  assert.fail(`the tray's item is ${it?.dataset.status} (${it?.find('tray-state').textContent}), not ${status}`);
+}
+
+test('a page reloaded in the middle of a PUT PUTs the file picked again to the same ticket, asking for no second one charged again', async () => {
+  const c = fakeChatd();
+  const storage = memoryStorage();
+  await withBrowser(c, async () => {
+    c.script.push('hang');
+    const before = page(c, storage);
+    before.tray.add([minutes()]);
+    await settle();
+    assert.equal(c.puts.length, 1);
+    // The reload: a new page over the same storage; the user picks the file again.
+    const after = page(c, storage);
+    after.tray.add([minutes()]);
+    const it = await itemOnce(after, 'done');
+    assert.equal(c.tickets.length, 1, `a second ticket was asked for, charged again against the day's bytes: ${JSON.stringify(c.tickets.map((t) => t.key))}`);
+    assert.deepEqual(c.puts, ['/v1/uploads/u1', '/v1/uploads/u1']);
+    assert.deepEqual(after.tray.take().map((a) => a.id), ['u1']);
+  });
+});
+
+test('a page reloaded while its ticket request was unanswered asks again with the same Idempotency-Key, so chatd answers the upload the first made', async () => {
+  const c = fakeChatd();
+  const storage = memoryStorage();
+  await withBrowser(c, async () => {
+    c.stallTickets = true;
+    page(c, storage).tray.add([minutes()]);
+    await settle();
+    assert.equal(c.tickets.length, 1);
+    c.stallTickets = false;
+    const after = page(c, storage);
+    after.tray.add([minutes()]);
+    await itemOnce(after, 'done');
+    assert.equal(c.tickets.length, 2);
+    assert.equal(c.tickets[1].key, c.tickets[0].key, 'the ticket was asked for with a new key: a second upload, charged again');
+    assert.equal(c.keys.size, 1);
+  });
+});
+
+test('an object-store upload whose bytes all went before the reload is completed when the file is picked again: no PUT, no ticket again', async () => {
+  const c = fakeChatd({ objectStore: true });
+  const storage = memoryStorage();
+  await withBrowser(c, async () => {
+    c.script.push('sent'); // every byte went; the page went before the store's answer
+    page(c, storage).tray.add([minutes()]);
+    await settle();
+    assert.deepEqual(c.completions, []);
+    const after = page(c, storage);
+    after.tray.add([minutes()]);
+    await itemOnce(after, 'done');
+    assert.equal(c.puts.length, 1, `the bytes the store holds were sent again: ${JSON.stringify(c.puts)}`);
+    assert.equal(c.tickets.length, 1, 'a second ticket was asked for');
+    assert.deepEqual(c.completions, ['u1']);
+    assert.deepEqual(after.tray.take().map((a) => a.id), ['u1']);
+  });
+});
+
+test('an upload complete before the reload, not yet sent in a message, is taken as it is when the file is picked again', async () => {
+  for (const objectStore of [false, true]) {
+    const c = fakeChatd({ objectStore });
+    const storage = memoryStorage();
+    await withBrowser(c, async () => {
+      const before = page(c, storage);
+      before.tray.add([minutes()]);
+      await itemOnce(before, 'done');
+      const after = page(c, storage);
+      after.tray.add([minutes()]);
+      await itemOnce(after, 'done');
+      assert.equal(c.puts.length, 1, `${objectStore ? 'object store' : 'chatd'}: the file was PUT again`);
+      assert.equal(c.tickets.length, 1, `${objectStore ? 'object store' : 'chatd'}: a second ticket was asked for`);
+      assert.deepEqual(after.tray.take().map((a) => a.id), ['u1']);
+    });
+  }
+});
+
+test('after a reload the tray shows the unfinished uploads of the conversation, saying to pick the file again; picking it replaces the notice, Remove forgets the upload', async () => {
+  const c = fakeChatd();
+  const storage = memoryStorage();
+  await withBrowser(c, async () => {
+    c.script.push('hang', 'hang');
+    const other = { name: 'plan.pdf', type: 'application/pdf', size: 900, lastModified: 1765000000001 };
+    page(c, storage).tray.add([minutes(), other]);
+    await settle();
+    const after = page(c, storage);
+    after.tray.restore();
+    const waiting = after.waiting();
+    assert.equal(waiting.length, 2, 'the tray does not show the uploads the reload interrupted');
+    assert.equal(after.tray.el.hidden, false);
+    assert.match(waiting[0].find('tray-waiting-state').textContent, /pick the file again to resume/i);
+    assert.equal(after.tray.busy(), false, 'an upload waiting for its file holds the message back');
+    after.tray.add([minutes()]);
+    await itemOnce(after, 'done');
+    assert.equal(after.waiting().length, 1, 'the file picked again is still shown as waiting');
+    after.waiting()[0].find('tray-waiting-remove').dispatch('click');
+    assert.equal(after.waiting().length, 0);
+    // Removed: picked again after another reload, it is a new upload.
+    const again = page(c, storage);
+    again.tray.add([other]);
+    await itemOnce(again, 'done');
+    assert.deepEqual(c.tickets.map((t) => t.body.name), ['minutes.txt', 'plan.pdf', 'plan.pdf']);
+    assert.notEqual(c.tickets[2].key, c.tickets[1].key);
+  });
+});
+
+test('an upload sent in a message, removed from the tray, or refused for good is forgotten: the file picked after a reload is a new upload', async () => {
+  const c = fakeChatd();
+  const storage = memoryStorage();
+  await withBrowser(c, async () => {
+    // Sent in a message.
+    const sent = page(c, storage);
+    sent.tray.add([minutes()]);
+    await itemOnce(sent, 'done');
+    sent.tray.take();
+    // Removed while uploading.
+    c.script.push('hang');
+    const removed = page(c, storage);
+    removed.tray.add([minutes()]);
+    await settle();
+    removed.items()[0].find('tray-remove').dispatch('click');
+    assert.equal(storage.map.size, 0, `kept: ${[...storage.map.values()]}`);
+    const after = page(c, storage);
+    after.tray.restore();
+    assert.equal(after.waiting().length, 0);
+    after.tray.add([minutes()]);
+    await itemOnce(after, 'done');
+    assert.equal(c.tickets.length, 3);
+    assert.equal(new Set(c.tickets.map((t) => t.key)).size, 3);
+  });
+  // Refused for good: the user left the conversation.
+  const refusing = fakeChatd();
+  const put = refusing.XHR.prototype.send;
+  refusing.XHR.prototype.send = function () {
+    this.status = 403;
+    this.responseText = JSON.stringify({ error: { code: 'not_member', message: 'not a member of conversation 7' } });
+    setImmediate(() => (this.onload(), this.onloadend()));
+  };
+  const storage2 = memoryStorage();
+  await withBrowser(refusing, async () => {
+    const p = page(refusing, storage2);
+    p.tray.add([minutes()]);
+    await itemOnce(p, 'failed');
+    assert.equal(storage2.map.size, 0, 'the ticket of a refused upload is kept');
+  });
+  refusing.XHR.prototype.send = put;
+});
+
+test('a kept ticket is its user\'s and its conversation\'s alone, forgotten when someone else signs in, and past the upload\'s lifetime', async () => {
+  const c = fakeChatd();
+  const storage = memoryStorage();
+  await withBrowser(c, async () => {
+    c.script.push('hang', 'hang', 'hang');
+    page(c, storage).tray.add([minutes()]);
+    await settle();
+    // Another user at this browser, the same file.
+    const them = page(c, storage, { uid: 9 });
+    them.tray.restore();
+    assert.equal(them.waiting().length, 0, "another user's upload is shown");
+    them.tray.add([minutes()]);
+    await settle();
+    assert.equal(c.tickets.length, 2);
+    assert.notEqual(c.tickets[1].key, c.tickets[0].key, "another user's key was used");
+    // The same file for another conversation.
+    const elsewhere = page(c, storage, { cid: 11 });
+    elsewhere.tray.add([minutes()]);
+    await settle();
+    assert.equal(c.tickets.length, 3);
+    assert.equal(c.tickets[2].body.conversationId, 11);
+    assert.notEqual(c.tickets[2].key, c.tickets[0].key, "another conversation's upload was used");
+    // User 9 signs in here: what 8 left goes.
+    uploads.UploadTickets.forgetOthers(9, storage);
+    assert.deepEqual([...storage.map.keys()], ['chatd.uploads.9']);
+    assert.equal(new uploads.UploadTickets(ME, storage).list().length, 0);
+    // Past the upload's lifetime (upload_ttl), a kept ticket goes.
+    const kept = new uploads.UploadTickets(9, storage, () => Date.now() + uploads.TICKET_KEEP_MS + 1000);
+    assert.equal(kept.list().length, 0, 'a ticket past upload_ttl is kept');
+    assert.equal(storage.map.size, 0);
+  });
+});
+
+test('a kept ticket whose upload chatd deleted since (404) is replaced by a new ticket with a new key when the file is picked again', async () => {
+  // Tickets whose URL is past by the time the page comes back.
+  const c = fakeChatd({ urlValidMs: 5000 });
+  const storage = memoryStorage();
+  await withBrowser(c, async () => {
+    c.script.push('sent'); // the page went before chatd's answer
+    page(c, storage).tray.add([minutes()]);
+    await settle();
+    // ...and came back after upload_ttl: the upload is deleted, its key with it.
+    c.uploads.clear();
+    c.keys.clear();
+    const after = page(c, storage);
+    after.tray.add([minutes()]);
+    await itemOnce(after, 'done');
+    assert.deepEqual(c.reads, ['u1'], 'the kept upload was not asked for first');
+    assert.equal(c.tickets.length, 2);
+    assert.notEqual(c.tickets[1].key, c.tickets[0].key);
+    assert.deepEqual(after.tray.take().map((a) => a.id), ['u2']);
+  });
+});
+
+test('switching conversations keeps the uploads the tray stops; coming back shows them, and picking the file resumes', async () => {
+  const c = fakeChatd();
+  const storage = memoryStorage();
+  await withBrowser(c, async () => {
+    c.script.push('hang');
+    let cid = CONV;
+    const up = new uploads.Uploader(c.api, { userId: ME, storage });
+    up.stallMs = 1000;
+    const tray = createTray(up, () => cid, () => {});
+    tray.add([minutes()]);
+    await settle();
+    cid = 11;
+    tray.clear();
+    tray.restore();
+    assert.equal(tray.el.findAll('tray-waiting').length, 0, "another conversation's upload is shown");
+    cid = CONV;
+    tray.clear();
+    tray.restore();
+    assert.equal(tray.el.findAll('tray-waiting').length, 1);
+    tray.add([minutes()]);
+    for (let i = 0; i < 50 && tray.el.findAll('tray-item')[0]?.dataset.status !== 'done'; i++) await settle();
+    assert.equal(tray.el.findAll('tray-item')[0]?.dataset.status, 'done');
+    assert.equal(c.tickets.length, 1);
+  });
+});
