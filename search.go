@@ -334,13 +334,30 @@ type SearchCursor struct {
 }
 
 // SearchKey is a short digest of what orders and bounds q's listing: its
-// terms (folded and parsed: Terms, so "Café" and "cafe" are one search)
-// and its filters as the store compares them (times to the microsecond,
-// before rounded up and after cut). Limit and Cursor are not in it: a
-// client may change its page size between pages.
+// terms (folded and parsed: Terms, so "Café" and "cafe" are one search),
+// as a set, and its filters as the store compares them (times to the
+// microsecond, before rounded up and after cut). Limit and Cursor are not
+// in it: a client may change its page size between pages. The terms'
+// order is not either: a message matches every term, whichever comes
+// first, and the relevance is of the terms as a set (ts_rank sorts a
+// query's operands), so "world hello" lists what "hello world" does, in
+// the same order.
 func (q SearchQuery) SearchKey() string {
+	terms := slices.Clone(q.Terms)
+	slices.SortFunc(terms, func(a, b SearchTerm) int {
+		if c := strings.Compare(a.Text, b.Text); c != 0 {
+			return c
+		}
+		switch {
+		case a.CJK == b.CJK:
+			return 0
+		case a.CJK:
+			return 1
+		}
+		return -1
+	})
 	h := sha256.New()
-	for _, t := range q.Terms {
+	for _, t := range terms {
 		h.Write([]byte(strconv.Quote(t.Text)))
 		if t.CJK {
 			h.Write([]byte("c"))
