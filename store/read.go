@@ -83,7 +83,8 @@ const readMovesDeliveredSQL = `NOT EXISTS (SELECT 1 FROM user_settings rs WHERE 
 // SeenBy counts the members other than the message's sender whose read
 // watermark is at or past seq, and those whose delivered watermark is (a
 // read watermark counts as delivered too, unless its member's read
-// receipts are off).
+// receipts are off and the member is not the caller: as viewWatermarks
+// shows lastDeliveredSeq).
 func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (chat.SeenResult, error) {
 	if seq <= 0 {
 		return chat.SeenResult{}, chat.Errorf(chat.CodeInvalid, "seq must be a positive integer")
@@ -116,11 +117,13 @@ func (s *Store) SeenBy(ctx context.Context, conversationID, userID, seq int64) (
 		// members the message was sent to count (joined before it): one
 		// added later starts with watermarks at their join, past it, but
 		// never saw it (and, in a "joined" group, may not read it).
-		// Members whose read receipts are off are never seen; a caller
-		// whose receipts are off sees nobody (Hidden).
+		// Members whose read receipts are off are never seen, nor
+		// delivered by reading but to themselves (their own
+		// lastDeliveredSeq counts it: viewWatermarks); a caller whose
+		// receipts are off sees nobody (Hidden).
 		err = tx.QueryRow(ctx, `
 			SELECT count(*) FILTER (WHERE cm.last_read_seq >= msg.seq AND s.user_id IS NULL),
-			       count(*) FILTER (WHERE GREATEST(cm.last_delivered_seq, CASE WHEN s.user_id IS NULL THEN cm.last_read_seq ELSE 0 END) >= msg.seq),
+			       count(*) FILTER (WHERE GREATEST(cm.last_delivered_seq, CASE WHEN s.user_id IS NULL OR cm.user_id = $3 THEN cm.last_read_seq ELSE 0 END) >= msg.seq),
 			       count(*),
 			       EXISTS (SELECT 1 FROM user_settings v WHERE v.user_id = $3 AND NOT v.read_receipts)
 			FROM message msg

@@ -259,12 +259,15 @@ func (a *API) serveEndpoint(e *endpoint) http.Handler {
 				return
 			}
 		}
-		// Empty counts as absent, as on the routes that honour it.
-		if e.Key == KeyRefused && r.Header.Get(idempotencyKeyHeader) != "" {
-			a.writeError(w, r, e.name(), user, chat.Errorf(chat.CodeInvalid,
-				"%s %s takes no %s: a repeat of it may do more than the first, which no key prevents (docs/http.md, Repeating a request); nothing was done",
-				e.Method, e.Path, idempotencyKeyHeader))
-			return
+		// Empty counts as absent, as on the routes that honour it; on
+		// more than one line it is a key given (idempotencyHeaderLines).
+		if e.Key == KeyRefused {
+			if k, err := idempotencyHeaderLines(r); k != "" || err != nil {
+				a.writeError(w, r, e.name(), user, chat.Errorf(chat.CodeInvalid,
+					"%s %s takes no %s: a repeat of it may do more than the first, which no key prevents (docs/http.md, Repeating a request); nothing was done",
+					e.Method, e.Path, idempotencyKeyHeader))
+				return
+			}
 		}
 		status, v, err := e.serve(a, w, r, user)
 		if e.raw {

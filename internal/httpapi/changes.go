@@ -61,15 +61,33 @@ func idempotencyKey(r *http.Request) (string, error) {
 }
 
 // idempotencyHeader is the optional Idempotency-Key header in canonical
-// form, "" when absent. A value that is no UUID is refused here, naming
-// the header: the service's refusal would name clientMsgId, the RPC
-// field, which an HTTP caller never sent.
+// form, "" when absent (or empty). A value that is no UUID is refused
+// here, naming the header: the service's refusal would name clientMsgId,
+// the RPC field, which an HTTP caller never sent. So is the header given
+// on more than one line (idempotencyHeaderLines).
 func idempotencyHeader(r *http.Request) (string, error) {
-	k := r.Header.Get(idempotencyKeyHeader)
-	if k == "" {
-		return "", nil
+	k, err := idempotencyHeaderLines(r)
+	if k == "" || err != nil {
+		return "", err
 	}
 	return chat.ValidateUUID(idempotencyKeyHeader, k)
+}
+
+// idempotencyHeaderLines is the Idempotency-Key header's one value, ""
+// when absent or empty; given on more than one line it is refused, as a
+// value holding two keys is (no UUID): Header.Get reads the first line
+// alone, and an empty or other first line would hide the key the client
+// believes it sent (a repeat of its request would then do more than the
+// first, or a request that refuses a key would run).
+func idempotencyHeaderLines(r *http.Request) (string, error) {
+	vs := r.Header.Values(idempotencyKeyHeader)
+	switch len(vs) {
+	case 0:
+		return "", nil
+	case 1:
+		return vs[0], nil
+	}
+	return "", chat.Errorf(chat.CodeInvalid, "%s is given on %d lines; send one key on one line", idempotencyKeyHeader, len(vs))
 }
 
 // idempotencyKeyHeader is the header's name, canonical as net/http keys

@@ -114,3 +114,55 @@ func TestATokenRevocationRefusesAnIdempotencyKey(t *testing.T) {
 		t.Errorf("a read receipt with an Idempotency-Key: %d %s, want 200", r.status, truncate(r.body))
 	}
 }
+
+// TestAnIdempotencyKeyHeaderGivenTwiceIsNotIgnored: a request may carry
+// the header more than once (a client library's default and the caller's
+// own, a proxy adding one), and net/http's Header.Get reads the first
+// line alone. An empty first line then hid the key: a token revocation
+// carrying a key revoked (its client believed a retry safe), and a send
+// whose key came second, with a new clientMsgId on each retry, sent a new
+// message each time. A key given on more than one line is 400 invalid,
+// naming the header, where a route reads it (a revocation, a send), and
+// nothing is done.
+func TestAnIdempotencyKeyHeaderGivenTwiceIsNotIgnored(t *testing.T) {
+	e := newEnv(t)
+	key := newID()
+	twice := func(first, second string) reqOpt {
+		return func(r *http.Request) {
+			r.Header.Add("Idempotency-Key", first)
+			r.Header.Add("Idempotency-Key", second)
+		}
+	}
+	g := e.group(owner, member)
+	msgs := pathf("/v1/conversations/%d/messages", g)
+	for _, lines := range [][2]string{{"", key}, {key, newID()}} {
+		for range 2 { // a retry, with a new clientMsgId as its client makes them
+			r := e.do(owner, "POST", msgs, map[string]any{"clientMsgId": newID(), "body": "keyed"}, twice(lines[0], lines[1]))
+			if r.status != http.StatusBadRequest || r.errorCode() != "invalid" || !strings.Contains(string(r.body), "Idempotency-Key") {
+				t.Errorf("a send with Idempotency-Key lines %q: %d %s, want 400 invalid naming the header", lines, r.status, truncate(r.body))
+			}
+		}
+	}
+	var h httpapi.HistoryReply
+	e.must(http.StatusOK, owner, "GET", msgs, nil, &h)
+	if n := len(h.Messages); n != 0 {
+		t.Errorf("%d messages, want none: a send whose key was given twice stored one", n)
+	}
+	// One line, as before.
+	if r := e.do(owner, "POST", msgs, map[string]any{"body": "keyed"}, withHeader("Idempotency-Key", key)); r.status != http.StatusCreated {
+		t.Errorf("a send with one Idempotency-Key: %d %s, want 201", r.status, truncate(r.body))
+	}
+
+	auth := withHeader("Authorization", "Bearer "+e.token(owner))
+	r := e.do(0, "POST", "/v1/me/tokens/revoke", nil, auth, twice("", key))
+	if r.status != http.StatusBadRequest || r.errorCode() != "invalid" || !strings.Contains(string(r.body), "Idempotency-Key") {
+		t.Errorf("revoke with an empty Idempotency-Key line and a key: %d %s, want 400 invalid naming the header", r.status, truncate(r.body))
+	}
+	if r := e.do(0, "GET", "/v1/me", nil, auth); r.status != http.StatusOK {
+		t.Fatalf("the token after the refused revocation: %d %s, want 200: it was revoked", r.status, truncate(r.body))
+	}
+	// An empty header alone is no key, as before.
+	if r := e.do(0, "POST", "/v1/me/tokens/revoke", nil, auth, withHeader("Idempotency-Key", "")); r.status != http.StatusOK {
+		t.Errorf("revoke with an empty Idempotency-Key: %d %s, want 200 (empty is absent)", r.status, truncate(r.body))
+	}
+}

@@ -169,3 +169,54 @@ func TestASearchCursorPagesTheSameWordsInAnyOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestASearchCursorPagesTheSameTermsGivenInAnotherOrder: a search lists
+// the messages holding every term, ranked by a relevance of the terms as
+// a set (ts_rank sorts a query's operands), so "world hello" is the
+// search "hello world" is, page for page: a cursor of one goes on paging
+// the other, over HTTP and RPC, as a cursor of "HELLO" pages "hello".
+// Its key was made of the terms in the order typed, and such a cursor
+// was refused as another search's.
+func TestASearchCursorPagesTheSameTermsGivenInAnotherOrder(t *testing.T) {
+	e := newEnv(t)
+	g := e.group(1, 2)
+	for _, body := range []string{"hello world one", "world hello two", "hello there world three", "world only", "hello only"} {
+		e.sendMsg(2, g, newID(), body)
+	}
+	page := func(q, cursor string) chat.SearchPage {
+		t.Helper()
+		var p chat.SearchPage
+		e.must(http.StatusOK, 1, "GET", pathf("/v1/search?q=%s&conversationId=%d&limit=1&cursor=%s", url.QueryEscape(q), g, url.QueryEscape(cursor)), nil, &p)
+		return p
+	}
+	first := page("hello world", "")
+	if len(first.Results) != 1 || first.NextCursor == "" {
+		t.Fatalf("first page of q=hello world: %+v, want 1 hit and a cursor", first)
+	}
+	// The same listing read in the one order and in the other, a page
+	// at a time from the first page's cursor.
+	for _, q := range []string{"hello world", "world hello", "World, HELLO"} {
+		var seqs []int64
+		cursor := first.NextCursor
+		for cursor != "" && len(seqs) < 5 {
+			p := page(q, cursor)
+			for _, h := range p.Results {
+				seqs = append(seqs, h.Seq)
+			}
+			cursor = p.NextCursor
+		}
+		if len(seqs) != 2 || seqs[0] == first.Results[0].Seq || seqs[1] == first.Results[0].Seq {
+			t.Errorf("q=%q after q=hello world's first page (seq %d): seqs %v, want the other 2 hits", q, first.Results[0].Seq, seqs)
+		}
+	}
+	rr := e.rpc(1, "search", pathf(`{"q":"world hello","conversationId":%d,"cursor":%q}`, g, first.NextCursor))
+	var rp chat.SearchPage
+	decodeInto(t, rr.raw, &rp)
+	if rr.status != http.StatusOK || len(rp.Results) != 2 {
+		t.Errorf("q=world hello over RPC with q=hello world's cursor: %s, want 200 and 2 hits", rr.raw)
+	}
+	// Not every cursor: another set of terms is still another search.
+	if r := e.do(1, "GET", pathf("/v1/search?q=hello+there&conversationId=%d&cursor=%s", g, url.QueryEscape(first.NextCursor)), nil); r.status != http.StatusBadRequest || r.errorCode() != "invalid" {
+		t.Errorf("q=hello there with q=hello world's cursor: %d %s, want 400 invalid", r.status, truncate(r.body))
+	}
+}
