@@ -236,14 +236,20 @@
 // once more per crash. A claim that takes a notification waiting names
 // itself in it (push_job.unsent_claim) and clears that right before its
 // first request goes out (startSQL: one UPDATE, made only while the claim
-// still holds it, else nothing is sent; a retry's claims set nothing): a
+// still holds it, else nothing is sent; a retry's claims set nothing;
+// a mark whose answer is lost, PostgreSQL having committed it, sends
+// nothing either, and its worker, which alone knows that, hands the
+// claim back as a stopping node does): a
 // claim whose lease ran out still named there (it waited in a node's
 // queue) sent nothing, and the claim after it hands it back first
 // (takeBackSQL, in the claim's transaction), as a stopping node would
 // have: a notification waits again, pending, and its first claim is the
 // next one; the pair's other jobs are not claimed until then. Any other
 // claim (also one made by a chatd that does not name itself) is taken
-// for a send whose outcome is not known, as above. A push service that
+// for a send whose outcome is not known, as above (so is a claim whose
+// mark's answer was lost when its hand-back could not be written either
+// before its lease ran out: the database out of reach for that long).
+// A push service that
 // hangs holds one worker for at most Timeout, and one user's pushes are at most UserInFlight of those
 // in flight (claimed and leased, by any node: the claim passes over a
 // user at the limit, and claims take turns across nodes under an

@@ -765,9 +765,15 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 			// Stopping: nothing went out.
 			return handBack(j)
 		case err != nil:
+			// The mark may have committed though its answer was lost
+			// with the connection: the next claim would take the
+			// claim for a started one (a recall meanwhile would send
+			// a remove for a notification on no device). Only this
+			// worker knows that nothing went out: it hands the claim
+			// back, as a stopping node does.
 			p.m.errors.WithLabelValues("db").Inc()
-			p.log.Warn("push: marking a push's send started failed; it is sent when its lease ends", "err", err)
-			return result{id: j.id, lost: true}
+			p.log.Warn("push: marking a push's send started failed; it is handed back unsent", "err", err)
+			return handBack(j)
 		case !ok:
 			// Its lease ran out (another claim's now, or soon): not sent
 			// twice.
