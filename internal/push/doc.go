@@ -306,5 +306,13 @@
 // chat_push_devices_deleted_total, chat_push_sent_total{platform,result},
 // chat_push_skipped_total{reason}, chat_push_errors_total{kind},
 // chat_push_latency_seconds (commit of the newest message to acceptance)
-// and chat_push_decide_seconds.
+// and chat_push_decide_seconds. What a transaction wrote (decided jobs,
+// removes and updates owed, devices deleted) is counted once it
+// committed, by the node that ran it: one whose COMMIT's answer was lost
+// with the connection is asked about by its id (pg_xact_status, inTx), so
+// it counts once when it committed, none when it did not, and none when
+// PostgreSQL cannot tell within 5 s (an undercount, never a double
+// count: such a transaction is never run again). A claim found so
+// committed sends the jobs it read at once, instead of leaving them to
+// wait out their lease.
 package push

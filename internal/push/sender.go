@@ -535,10 +535,13 @@ func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job,
 		jobs []*job
 		owed owedCounts
 	)
+	// A claim whose COMMIT's answer was lost is known to have committed
+	// (inTx asks): its jobs, read in it, are this node's to send, and not
+	// left to wait out their lease unsent.
 	err := pgerr.RetryConflicts(ctx, func() error {
-		return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
+		return inTx(ctx, p.cfg.Pool, p.cfg.Pool, func(tx pgx.Tx, xid *string) error {
 			var err error
-			jobs, owed, err = p.claimInTx(ctx, tx, n, lease)
+			jobs, owed, err = p.claimInTx(ctx, tx, n, lease, xid)
 			return err
 		})
 	})
@@ -605,15 +608,21 @@ ORDER BY p.id DESC LIMIT 200 FOR UPDATE OF p SKIP LOCKED`
 // claimInTx runs claimSQL in tx under claimLockSQL, after takeBackSQL
 // (lockUnstartedSQL in the same round trip as the lock; takeBackSQL only
 // when that found any, a round trip of its own). owed is what
-// takeBackSQL decided, for the metrics once tx commits.
-func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Duration) (jobs []*job, owed owedCounts, err error) {
+// takeBackSQL decided, for the metrics once tx commits; xid gets tx's id
+// (inTx).
+func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Duration, xid *string) (jobs []*job, owed owedCounts, err error) {
 	b := &pgx.Batch{}
 	b.Queue(claimLockSQL)
+	b.Queue(xactIDSQL)
 	b.Queue(lockUnstartedSQL)
 	br := tx.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
 		return nil, owed, fmt.Errorf("take the claim lock: %w", err)
+	}
+	if err := br.QueryRow().Scan(xid); err != nil {
+		_ = br.Close()
+		return nil, owed, fmt.Errorf("read the claim's transaction id: %w", err)
 	}
 	rows, err := br.Query()
 	var unstarted []int64
@@ -918,9 +927,12 @@ func (p *Pusher) writeResults(in <-chan result) {
 // claimed until their leases ran out and be sent again.
 func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 	var c batchCounts
+	// Counted once committed: also when the COMMIT's answer was lost
+	// (inTx asks what became of it).
 	if err := pgerr.RetryConflicts(ctx, func() error {
 		b := resultBatch(rs, &c)
-		return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
+		return inTx(ctx, p.cfg.Pool, p.cfg.Pool, func(tx pgx.Tx, xid *string) error {
+			b.Queue(xactIDSQL).QueryRow(func(row pgx.Row) error { return row.Scan(xid) })
 			return tx.SendBatch(ctx, b).Close()
 		})
 	}); err != nil {
