@@ -156,7 +156,15 @@
 // # Coalescing and the minimum interval
 //
 // A (user, conversation) has at most one pending job; later decisions merge
-// into it (count grows, seq moves up). A new job is due at once, or
+// into it (covered grows, seq moves up). A notification's
+// push_job.count is the decisions' tally, not what it shows: the
+// messages decided into it (and into the jobs it took over or merged
+// with), less those recalls took out, at least 1; a first claim narrowing covered, or an
+// acknowledgement, leaves it as it is. The count a notification shows is
+// read by its claim from covered (the messages left that the user has
+// not got, readJobSQL); nothing reads push_job.count to send. The column
+// stays: chatd nodes of an older version write it during an upgrade, and
+// a removal would fail their decisions. A new job is due at once, or
 // MinInterval after the pair's last push that reached a device
 // (push_last.pushed_at: recorded by a notification's first claim, and
 // forgotten again when that claim reached no device: skipped, handed

@@ -159,7 +159,9 @@ WITH j AS (
 // must not either.
 const readJobSQL = `
 SELECT j.id, j.kind, j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
-       CASE WHEN j.kind = 'remove' THEN j.count ELSE COALESCE(lm.n, 0) END, COALESCE(lm.sender_id, j.sender_id), j.attempts, j.claims, j.device_ids IS NOT NULL,
+       -- the notification's count, never push_job.count (the decisions'
+       -- tally, doc.go); a remove or an update shows none
+       COALESCE(lm.n, 0), COALESCE(lm.sender_id, j.sender_id), j.attempts, j.claims, j.device_ids IS NOT NULL,
        lm.seq IS NOT NULL OR ud.body IS NOT NULL OR (j.kind = 'remove' AND EXISTS (
            -- a notification of the pair that may be on a device: a remove
            -- for one that never left the queue (recheck) has nothing to take away
@@ -275,7 +277,7 @@ type device struct {
 // now).
 type job struct {
 	id, user, conv, seq, sender int64
-	count, attempts             int
+	count, attempts             int  // count: a notification's, readJobSQL (0 for the others)
 	claims                      int  // which claim of the job this is (push_job.claims)
 	owedAgain                   bool // an earlier claim's send left devices owed (push_job.device_ids)
 	kind                        string
