@@ -517,10 +517,14 @@ type decision struct {
 	jobs, removes, updates int
 }
 
-// decideTx runs one decision in tx and returns its rows and what it wrote.
-func (p *Pusher) decideTx(ctx context.Context, tx pgx.Tx, ids []int64) ([]decided, decision, error) {
+// decideTx runs one decision in tx and returns its rows and what it
+// wrote; xid gets tx's id (inTx).
+func (p *Pusher) decideTx(ctx context.Context, tx pgx.Tx, ids []int64, xid *string) ([]decided, decision, error) {
 	var d decision
-	if _, err := tx.Exec(ctx, ensureCursors, ids); err != nil {
+	b := &pgx.Batch{}
+	b.Queue(ensureCursors, ids)
+	b.Queue(xactIDSQL).QueryRow(func(row pgx.Row) error { return row.Scan(xid) })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, d, err
 	}
 	if err := tx.QueryRow(ctx, passOverSQL, ids).Scan(&ids); err != nil {
@@ -596,9 +600,11 @@ func (p *Pusher) decideBatch(ctx context.Context, conn *pgx.Conn, ids []int64) e
 	// notifications in orders of their own, rolls the decision back
 	// whole: it is made again after a pause of milliseconds, not after
 	// the lease is dropped.
+	// Counted once committed: also when the COMMIT's answer was lost
+	// (inTx asks what became of it).
 	err := pgerr.RetryConflicts(ctx, func() error {
-		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) (err error) {
-			out, d, err = p.decideTx(ctx, tx, ids)
+		return inTx(ctx, conn, p.cfg.Pool, func(tx pgx.Tx, xid *string) (err error) {
+			out, d, err = p.decideTx(ctx, tx, ids, xid)
 			return err
 		})
 	})

@@ -156,7 +156,15 @@
 // # Coalescing and the minimum interval
 //
 // A (user, conversation) has at most one pending job; later decisions merge
-// into it (count grows, seq moves up). A new job is due at once, or
+// into it (covered grows, seq moves up). A notification's
+// push_job.count is the decisions' tally, not what it shows: the
+// messages decided into it (and into the jobs it took over or merged
+// with), less those recalls took out, at least 1; a first claim narrowing covered, or an
+// acknowledgement, leaves it as it is. The count a notification shows is
+// read by its claim from covered (the messages left that the user has
+// not got, readJobSQL); nothing reads push_job.count to send. The column
+// stays: chatd nodes of an older version write it during an upgrade, and
+// a removal would fail their decisions. A new job is due at once, or
 // MinInterval after the pair's last push that reached a device
 // (push_last.pushed_at: recorded by a notification's first claim, and
 // forgotten again when that claim reached no device: skipped, handed
@@ -236,14 +244,20 @@
 // once more per crash. A claim that takes a notification waiting names
 // itself in it (push_job.unsent_claim) and clears that right before its
 // first request goes out (startSQL: one UPDATE, made only while the claim
-// still holds it, else nothing is sent; a retry's claims set nothing): a
+// still holds it, else nothing is sent; a retry's claims set nothing;
+// a mark whose answer is lost, PostgreSQL having committed it, sends
+// nothing either, and its worker, which alone knows that, hands the
+// claim back as a stopping node does): a
 // claim whose lease ran out still named there (it waited in a node's
 // queue) sent nothing, and the claim after it hands it back first
 // (takeBackSQL, in the claim's transaction), as a stopping node would
 // have: a notification waits again, pending, and its first claim is the
 // next one; the pair's other jobs are not claimed until then. Any other
 // claim (also one made by a chatd that does not name itself) is taken
-// for a send whose outcome is not known, as above. A push service that
+// for a send whose outcome is not known, as above (so is a claim whose
+// mark's answer was lost when its hand-back could not be written either
+// before its lease ran out: the database out of reach for that long).
+// A push service that
 // hangs holds one worker for at most Timeout, and one user's pushes are at most UserInFlight of those
 // in flight (claimed and leased, by any node: the claim passes over a
 // user at the limit, and claims take turns across nodes under an
@@ -300,5 +314,13 @@
 // chat_push_devices_deleted_total, chat_push_sent_total{platform,result},
 // chat_push_skipped_total{reason}, chat_push_errors_total{kind},
 // chat_push_latency_seconds (commit of the newest message to acceptance)
-// and chat_push_decide_seconds.
+// and chat_push_decide_seconds. What a transaction wrote (decided jobs,
+// removes and updates owed, devices deleted) is counted once it
+// committed, by the node that ran it: one whose COMMIT's answer was lost
+// with the connection is asked about by its id (pg_xact_status, inTx), so
+// it counts once when it committed, none when it did not, and none when
+// PostgreSQL cannot tell within 5 s (an undercount, never a double
+// count: such a transaction is never run again). A claim found so
+// committed sends the jobs it read at once, instead of leaving them to
+// wait out their lease.
 package push

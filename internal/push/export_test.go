@@ -11,14 +11,14 @@ import (
 // DecideInTx runs one decision of ids in the caller's transaction and
 // returns the number of jobs it wrote or merged.
 func DecideInTx(ctx context.Context, p *Pusher, tx pgx.Tx, ids []int64) (int, error) {
-	_, d, err := p.decideTx(ctx, tx, ids)
+	_, d, err := p.decideTx(ctx, tx, ids, new(string))
 	return d.jobs, err
 }
 
 // ClaimInTx claims up to n due pushes in the caller's transaction, as a
 // node's claimer does, and returns their ids.
 func ClaimInTx(ctx context.Context, p *Pusher, tx pgx.Tx, n int) ([]int64, error) {
-	jobs, _, err := p.claimInTx(ctx, tx, n, time.Minute)
+	jobs, _, err := p.claimInTx(ctx, tx, n, time.Minute, new(string))
 	ids := make([]int64, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.id
@@ -38,7 +38,7 @@ func (c Claim) User() int64 { return c.j.user }
 // ClaimsInTx claims up to n due pushes for lease in the caller's
 // transaction, as a node's claimer does.
 func ClaimsInTx(ctx context.Context, p *Pusher, tx pgx.Tx, n int, lease time.Duration) ([]Claim, error) {
-	jobs, _, err := p.claimInTx(ctx, tx, n, lease)
+	jobs, _, err := p.claimInTx(ctx, tx, n, lease, new(string))
 	out := make([]Claim, len(jobs))
 	for i, j := range jobs {
 		out[i] = Claim{j}

@@ -159,7 +159,9 @@ WITH j AS (
 // must not either.
 const readJobSQL = `
 SELECT j.id, j.kind, j.user_id, j.conversation_id, COALESCE(lm.seq, j.seq),
-       CASE WHEN j.kind = 'remove' THEN j.count ELSE COALESCE(lm.n, 0) END, COALESCE(lm.sender_id, j.sender_id), j.attempts, j.claims, j.device_ids IS NOT NULL,
+       -- the notification's count, never push_job.count (the decisions'
+       -- tally, doc.go); a remove or an update shows none
+       COALESCE(lm.n, 0), COALESCE(lm.sender_id, j.sender_id), j.attempts, j.claims, j.device_ids IS NOT NULL,
        lm.seq IS NOT NULL OR ud.body IS NOT NULL OR (j.kind = 'remove' AND EXISTS (
            -- a notification of the pair that may be on a device: a remove
            -- for one that never left the queue (recheck) has nothing to take away
@@ -275,7 +277,7 @@ type device struct {
 // now).
 type job struct {
 	id, user, conv, seq, sender int64
-	count, attempts             int
+	count, attempts             int  // count: a notification's, readJobSQL (0 for the others)
 	claims                      int  // which claim of the job this is (push_job.claims)
 	owedAgain                   bool // an earlier claim's send left devices owed (push_job.device_ids)
 	kind                        string
@@ -535,10 +537,13 @@ func (p *Pusher) claim(ctx context.Context, n int, lease time.Duration) ([]*job,
 		jobs []*job
 		owed owedCounts
 	)
+	// A claim whose COMMIT's answer was lost is known to have committed
+	// (inTx asks): its jobs, read in it, are this node's to send, and not
+	// left to wait out their lease unsent.
 	err := pgerr.RetryConflicts(ctx, func() error {
-		return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
+		return inTx(ctx, p.cfg.Pool, p.cfg.Pool, func(tx pgx.Tx, xid *string) error {
 			var err error
-			jobs, owed, err = p.claimInTx(ctx, tx, n, lease)
+			jobs, owed, err = p.claimInTx(ctx, tx, n, lease, xid)
 			return err
 		})
 	})
@@ -605,15 +610,21 @@ ORDER BY p.id DESC LIMIT 200 FOR UPDATE OF p SKIP LOCKED`
 // claimInTx runs claimSQL in tx under claimLockSQL, after takeBackSQL
 // (lockUnstartedSQL in the same round trip as the lock; takeBackSQL only
 // when that found any, a round trip of its own). owed is what
-// takeBackSQL decided, for the metrics once tx commits.
-func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Duration) (jobs []*job, owed owedCounts, err error) {
+// takeBackSQL decided, for the metrics once tx commits; xid gets tx's id
+// (inTx).
+func (p *Pusher) claimInTx(ctx context.Context, tx pgx.Tx, n int, lease time.Duration, xid *string) (jobs []*job, owed owedCounts, err error) {
 	b := &pgx.Batch{}
 	b.Queue(claimLockSQL)
+	b.Queue(xactIDSQL)
 	b.Queue(lockUnstartedSQL)
 	br := tx.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
 		return nil, owed, fmt.Errorf("take the claim lock: %w", err)
+	}
+	if err := br.QueryRow().Scan(xid); err != nil {
+		_ = br.Close()
+		return nil, owed, fmt.Errorf("read the claim's transaction id: %w", err)
 	}
 	rows, err := br.Query()
 	var unstarted []int64
@@ -765,9 +776,15 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 			// Stopping: nothing went out.
 			return handBack(j)
 		case err != nil:
+			// The mark may have committed though its answer was lost
+			// with the connection: the next claim would take the
+			// claim for a started one (a recall meanwhile would send
+			// a remove for a notification on no device). Only this
+			// worker knows that nothing went out: it hands the claim
+			// back, as a stopping node does.
 			p.m.errors.WithLabelValues("db").Inc()
-			p.log.Warn("push: marking a push's send started failed; it is sent when its lease ends", "err", err)
-			return result{id: j.id, lost: true}
+			p.log.Warn("push: marking a push's send started failed; it is handed back unsent", "err", err)
+			return handBack(j)
 		case !ok:
 			// Its lease ran out (another claim's now, or soon): not sent
 			// twice.
@@ -912,9 +929,12 @@ func (p *Pusher) writeResults(in <-chan result) {
 // claimed until their leases ran out and be sent again.
 func (p *Pusher) applyResults(ctx context.Context, rs []result) error {
 	var c batchCounts
+	// Counted once committed: also when the COMMIT's answer was lost
+	// (inTx asks what became of it).
 	if err := pgerr.RetryConflicts(ctx, func() error {
 		b := resultBatch(rs, &c)
-		return pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error {
+		return inTx(ctx, p.cfg.Pool, p.cfg.Pool, func(tx pgx.Tx, xid *string) error {
+			b.Queue(xactIDSQL).QueryRow(func(row pgx.Row) error { return row.Scan(xid) })
 			return tx.SendBatch(ctx, b).Close()
 		})
 	}); err != nil {

@@ -1,0 +1,290 @@
+package pgtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// AnswerLosing is a proxy between a client and a test database that can
+// lose the answer to the end of one transaction: PostgreSQL ended it
+// (a COMMIT, or a statement outside a transaction, committed), and the
+// client sees its connection die instead of the answer, as when the
+// network fails right after the COMMIT went out. A client whose commit
+// fails so cannot tell it from one that never committed.
+type AnswerLosing struct {
+	Pool *pgxpool.Pool // through the proxy
+
+	ln            net.Listener
+	network, addr string // the database's own address
+
+	mu    sync.Mutex
+	armed *losing
+	conns map[net.Conn]struct{}
+}
+
+// losing is one answer to lose (LoseAnswer).
+type losing struct {
+	match  string
+	before func()
+	done   chan struct{}
+}
+
+// NewAnswerLosing puts the proxy in front of pool's database (a Unix
+// socket or TCP) and opens Pool, configured as pool is, through it.
+func NewAnswerLosing(t testing.TB, pool *pgxpool.Pool) *AnswerLosing {
+	t.Helper()
+	pc := pool.Config()
+	cc := pc.ConnConfig
+	a := &AnswerLosing{network: "tcp", addr: net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), conns: map[net.Conn]struct{}{}}
+	if strings.HasPrefix(cc.Host, "/") {
+		a.network, a.addr = "unix", filepath.Join(cc.Host, fmt.Sprintf(".s.PGSQL.%d", cc.Port))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	a.ln = ln
+	go a.accept()
+	t.Cleanup(a.close)
+	cc.Host, cc.Port = "127.0.0.1", uint16(ln.Addr().(*net.TCPAddr).Port)
+	cc.TLSConfig, cc.Fallbacks = nil, nil
+	p, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		t.Fatalf("open a pool through the proxy: %v", err)
+	}
+	t.Cleanup(p.Close)
+	a.Pool = p
+	return a
+}
+
+// LoseAnswer arms the proxy once: the next statement run whose text
+// contains match (a simple query, or the execution of a prepared
+// statement whose text does) goes to PostgreSQL, and so does the rest of
+// its transaction; once PostgreSQL has ended that transaction (ready
+// for a query outside one), before (if not nil) is called while the
+// client still waits for the answer, and the client's connection is
+// then closed without it. The channel is closed after that.
+func (a *AnswerLosing) LoseAnswer(match string, before func()) <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.armed = &losing{match: match, before: before, done: make(chan struct{})}
+	return a.armed.done
+}
+
+// take returns the armed losing if text contains its match, disarming it.
+func (a *AnswerLosing) take(text string) *losing {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if l := a.armed; l != nil && strings.Contains(text, l.match) {
+		a.armed = nil
+		return l
+	}
+	return nil
+}
+
+func (a *AnswerLosing) close() {
+	a.ln.Close()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for c := range a.conns {
+		c.Close()
+	}
+	a.conns = nil
+}
+
+func (a *AnswerLosing) track(cs ...net.Conn) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.conns == nil {
+		return false
+	}
+	for _, c := range cs {
+		a.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (a *AnswerLosing) accept() {
+	for {
+		client, err := a.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial(a.network, a.addr)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		if !a.track(client, server) {
+			client.Close()
+			server.Close()
+			return
+		}
+		s := &session{a: a, client: client, server: server, stmts: map[string]string{}}
+		go s.up()
+		go s.down()
+	}
+}
+
+// session is one client connection and its server connection.
+type session struct {
+	a              *AnswerLosing
+	client, server net.Conn
+
+	mu     sync.Mutex
+	sent   int               // requests forwarded that PostgreSQL answers with ReadyForQuery
+	lose   *losing           // the answer to lose, from request loseAt on
+	loseAt int               // 0: none
+	stmts  map[string]string // prepared statements' texts by name
+}
+
+func (s *session) stop() {
+	s.client.Close()
+	s.server.Close()
+}
+
+// up forwards what the client sends, noting the requests that end in
+// ReadyForQuery (the startup message, a simple query, a Sync) and the
+// statement that arms a losing.
+func (s *session) up() {
+	defer s.stop()
+	r := bufio.NewReader(s.client)
+	for first := true; ; first = false {
+		var msg []byte
+		var err error
+		if first {
+			msg, err = readMessage(r, false) // the startup message has no type
+		} else {
+			msg, err = readMessage(r, true)
+		}
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		switch {
+		case first:
+			s.sent++
+		case msg[0] == 'Q':
+			s.arm(cstrings(msg[5:], 1)[0])
+			s.sent++
+		case msg[0] == 'P':
+			f := cstrings(msg[5:], 2)
+			s.stmts[f[0]] = f[1]
+		case msg[0] == 'B':
+			s.arm(s.stmts[cstrings(msg[5:], 2)[1]])
+		case msg[0] == 'S':
+			s.sent++
+		}
+		s.mu.Unlock()
+		if _, err := s.server.Write(msg); err != nil {
+			return
+		}
+	}
+}
+
+// arm makes the request being sent (the next one answered) lose the
+// answer that ends its transaction, if text is the armed statement's.
+func (s *session) arm(text string) {
+	if s.lose != nil {
+		return
+	}
+	if l := s.a.take(text); l != nil {
+		s.lose, s.loseAt = l, s.sent+1
+	}
+}
+
+// down forwards what PostgreSQL answers, holding back the answers from
+// the armed request on until one ends a transaction: those it drops,
+// and closes the client's connection.
+func (s *session) down() {
+	defer s.stop()
+	r := bufio.NewReader(s.server)
+	var held []byte
+	answered := 0
+	for {
+		msg, err := readMessage(r, true)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		l, at := s.lose, s.loseAt
+		s.mu.Unlock()
+		if l == nil || answered+1 < at {
+			if msg[0] == 'Z' {
+				answered++
+			}
+			if _, err := s.client.Write(msg); err != nil {
+				return
+			}
+			continue
+		}
+		held = append(held, msg...)
+		if msg[0] != 'Z' {
+			continue
+		}
+		answered++
+		if msg[5] != 'I' {
+			// Still in the transaction: the client needs these answers
+			// to end it.
+			if _, err := s.client.Write(held); err != nil {
+				return
+			}
+			held = nil
+			continue
+		}
+		if l.before != nil {
+			l.before()
+		}
+		s.stop()
+		close(l.done)
+		return
+	}
+}
+
+// readMessage reads one protocol message whole: a type byte (typed) and
+// a length that counts itself.
+func readMessage(r *bufio.Reader, typed bool) ([]byte, error) {
+	head := 4
+	if typed {
+		head = 5
+	}
+	msg := make([]byte, head)
+	if _, err := io.ReadFull(r, msg); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(msg[head-4:]))
+	if n < 4 || n > 1<<30 {
+		return nil, fmt.Errorf("message length %d", n)
+	}
+	msg = append(msg, make([]byte, n-4)...)
+	if _, err := io.ReadFull(r, msg[head:]); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+// cstrings reads the first n NUL-terminated strings of b ("" for those
+// missing).
+func cstrings(b []byte, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		j := bytes.IndexByte(b, 0)
+		if j < 0 {
+			break
+		}
+		out[i], b = string(b[:j]), b[j+1:]
+	}
+	return out
+}

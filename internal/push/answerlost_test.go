@@ -1,0 +1,143 @@
+package push_test
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/push"
+	"github.com/chatd/chatd/internal/testkit"
+)
+
+// TestARecallOfAMessageWhosePushsStartLostItsAnswerSendsNoRemove: bob's
+// notification was claimed, and its worker marked its send started;
+// PostgreSQL committed the mark, but its answer was lost with the
+// connection, so the worker sent nothing. Alice recalls the message
+// meanwhile: nothing of it reached bob's devices, so bob gets nothing,
+// neither the notification nor a remove.
+func TestARecallOfAMessageWhosePushsStartLostItsAnswerSendsNoRemove(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	proxy := pgtest.NewAnswerLosing(t, r.pool)
+	held, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(proceed) }) }
+	t.Cleanup(release)
+	cut := proxy.LoseAnswer("SET unsent_claim = NULL", func() {
+		close(held)
+		<-proceed
+	})
+	r.start(func(c *push.Config) { c.Pool = proxy.Pool })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	seq := r.send(conv, 1, "hi bob")
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("bob's push was not marked started\njobs:\n%s", dumpJobs(r))
+	}
+	// The mark is committed, its answer not given yet: the worker waits.
+	if n := r.count(`SELECT count(*) FROM push_job WHERE user_id = 2 AND kind = 'message' AND state = 'sending' AND unsent_claim IS NULL`); n != 1 {
+		t.Fatalf("%d of bob's notifications marked started, want 1\njobs:\n%s", n, dumpJobs(r))
+	}
+	r.recall(conv, 1, seq)
+	// The decider reads the recall while the notification is claimed (it
+	// may be on a device for all the database knows): a remove is owed.
+	r.waitCount(1, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND kind = 'remove'`)
+	release()
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the mark's answer was not lost")
+	}
+	r.waitCount(0, 30*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	r.quiet("bob", 0, 500*time.Millisecond)
+}
+
+// What a transaction of the pusher did is counted once it committed,
+// also when the answer to its COMMIT was lost with the connection (the
+// node asks PostgreSQL what became of it): the jobs a decision wrote
+// (chat_push_decided_total), the removes a recall owed
+// (chat_push_removes_total) and the devices a result batch deleted
+// (chat_push_devices_deleted_total). Before, each was counted only on an
+// answered COMMIT: 0 here.
+func TestWhatATransactionWhoseCommitLostItsAnswerDidIsCounted(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, statement, counter string
+		// run does what the armed statement is part of, once the
+		// pusher runs through the proxy
+		run func(r *rig, conv int64)
+	}{
+		{"a decision", "INSERT INTO push_last AS l", "chat_push_decided_total", func(r *rig, conv int64) {
+			r.send(conv, 1, "hi bob")
+			r.waitPushes("bob", 1, 5*time.Second)
+		}},
+		{"a recall's remove", "'remove', seq, n, actor, covered FROM rm", "chat_push_removes_total", nil},
+		{"a deleted device", "DELETE FROM push_device WHERE id = ANY", "chat_push_devices_deleted_total", func(r *rig, conv int64) {
+			r.ep.Script("bob", http.StatusGone)
+			r.send(conv, 1, "hi bob")
+			r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_device WHERE user_id = 2`)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t)
+			proxy := pgtest.NewAnswerLosing(t, r.pool)
+			reg := prometheus.NewRegistry()
+			r.start(func(cfg *push.Config) { cfg.Pool, cfg.Registerer = proxy.Pool, reg })
+			conv := r.direct(1, 2)
+			r.subscribe(2, "bob")
+			run := c.run
+			if run == nil {
+				seq := r.send(conv, 1, "hi bob")
+				r.waitPushes("bob", 1, 5*time.Second)
+				r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+				run = func(r *rig, conv int64) {
+					r.recall(conv, 1, seq)
+					if got := r.waitPushes("bob", 2, 5*time.Second); got[1].Type != push.TypeRemove {
+						t.Errorf("bob's push after the recall = %+v, want a remove", got[1])
+					}
+				}
+			}
+			cut := proxy.LoseAnswer(c.statement, nil)
+			run(r, conv)
+			select {
+			case <-cut:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the answer to the COMMIT of %s was not lost", c.name)
+			}
+			testkit.WaitFor(t, 5*time.Second, c.counter+" at 1", func() bool { return counter(t, reg, c.counter) == 1 })
+		})
+	}
+}
+
+// TestAPushWhoseClaimLostItsAnswerIsSentWithoutWaitingOutItsLease: the
+// claim of bob's notification committed, and the answer to its COMMIT
+// was lost with the connection. The node asks PostgreSQL what became of
+// it and sends the push at once, not when its lease (11 s here) has run
+// out and the next claim takes it back.
+func TestAPushWhoseClaimLostItsAnswerIsSentWithoutWaitingOutItsLease(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	proxy := pgtest.NewAnswerLosing(t, r.pool)
+	cut := proxy.LoseAnswer("unsent_claim = CASE WHEN p.state = 'pending'", nil)
+	r.start(func(c *push.Config) { c.Pool = proxy.Pool })
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	seq := r.send(conv, 1, "hi bob")
+	select {
+	case <-cut:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the claim's answer was not lost\njobs:\n%s", dumpJobs(r))
+	}
+	if got := r.waitPushes("bob", 1, 5*time.Second); got[0].Seq != seq {
+		t.Errorf("bob's push = %+v, want the notification of %d", got[0], seq)
+	}
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	r.quiet("bob", 1, 300*time.Millisecond)
+}
