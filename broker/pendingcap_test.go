@@ -20,6 +20,8 @@ import (
 	"github.com/gorilla/websocket"
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
+
+	"github.com/chatd/chatd/internal/conncap"
 )
 
 // connect311 is an MQTT 3.1.1 CONNECT: client id "dev", user "dev",
@@ -31,7 +33,7 @@ var connect311 = []byte{0x10, 24, 0, 4, 'M', 'Q', 'T', 'T', 4, 0xC2, 0, 30,
 func (p *pendingConnects) pendingFrom(ip string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.perIP[pendingKey(netip.MustParseAddr(ip))]
+	return p.perIP.Of(conncap.Key(netip.MustParseAddr(ip)))
 }
 
 // dialFrom connects to addr from the local address ip.
