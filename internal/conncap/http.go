@@ -156,8 +156,8 @@ func (h *HTTP) closeIdle(old *httpConn) {
 	if old == nil {
 		return
 	}
+	h.report(ReasonIdleOverCap, RemoteIP(old.conn)) // counted before the peer can see it closed
 	closeNow(old.conn)
-	h.report(ReasonIdleOverCap, RemoteIP(old.conn))
 }
 
 // closeNow closes an idle connection without a TLS close_notify: that
@@ -199,9 +199,9 @@ func (h *HTTP) ConnState(c net.Conn, state http.ConnState) {
 		if !ok {
 			delete(h.conns, c)
 			h.mu.Unlock()
+			h.report(ReasonIdleOverCap, RemoteIP(c))
 			// Its answer is written; nothing more is read from it.
 			closeNow(c)
-			h.report(ReasonIdleOverCap, RemoteIP(c))
 			return
 		}
 		hc.counted, hc.idle = true, true
