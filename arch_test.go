@@ -22,6 +22,9 @@ var forbiddenImports = map[string][]string{
 	// The rule of PostgreSQL failures, shared by the stores on PostgreSQL
 	// (store, the push device store): a leaf they both import.
 	"internal/pgerr": {"store", "hooks", "broker", "internal/delivery", "internal/httpapi", "internal/relay", "internal/presence", "internal/push", "server"},
+	// The count of connections per client address that have sent nothing
+	// yet, shared by the broker and the HTTP servers: a leaf.
+	"internal/conncap": {"store", "hooks", "broker", "internal/delivery", "internal/httpapi", "internal/relay", "internal/presence", "server"},
 	// Attachments: the subsystem reaches its stores through the domain's
 	// ports; the blob stores and the media checks know nothing of chatd.
 	"internal/attach": {"store", "hooks", "broker", "internal/delivery", "internal/httpapi", "internal/relay", "internal/blob", "server"},

@@ -37,7 +37,7 @@ type connectCapped struct {
 	checked bool
 	timeout atomic.Int64     // 1.5 × keepalive (a time.Duration); 0 until SetKeepalive
 	pending *pendingConnects // the connections waiting for their CONNECT, nil: not counted
-	// pendingKey is what pending counts it under (pendingKey).
+	// pendingKey is what pending counts it under (conncap.Key).
 	pendingKey netip.Prefix
 }
 

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/chatd/chatd/internal/conncap"
 )
 
 // pendingConnects are the connections handed to mochi that have not sent
@@ -15,7 +17,7 @@ import (
 // short: otherwise mochi's Server.Close waits for it until its
 // ConnectTimeout, whatever the shutdown's budget.
 //
-// They are also capped per client address (maxPerIP): every connect limit
+// They are also capped per client address (perIP.Max): every connect limit
 // applies to a CONNECT, so without it one address could open connections
 // that send nothing, each holding a file descriptor, mochi's goroutines
 // and read buffer for the ConnectTimeout, and re-open them until the
@@ -26,12 +28,12 @@ import (
 type pendingConnects struct {
 	mu    sync.Mutex
 	conns map[*connectCapped]struct{}
-	perIP map[netip.Prefix]int // by pendingKey: slots reserved, tracked or not yet
+	// perIP counts, by conncap.Key, the slots reserved, tracked or not
+	// yet; its Max is how many connections one address (an IPv6 one: its
+	// /64) may have waiting for their CONNECT at once, 0: no cap.
+	perIP conncap.Counts
 	cut   bool
-	// maxPerIP is how many connections one address (an IPv6 one: its /64)
-	// may have waiting for their CONNECT at once, 0: no cap.
-	maxPerIP int
-	// refused, if set, counts a connection refused for maxPerIP.
+	// refused, if set, counts a connection refused for perIP.Max.
 	refused func()
 }
 
@@ -42,60 +44,21 @@ var (
 )
 
 func newPendingConnects(maxPerIP int, refused func()) *pendingConnects {
-	return &pendingConnects{conns: map[*connectCapped]struct{}{}, perIP: map[netip.Prefix]int{},
-		maxPerIP: maxPerIP, refused: refused}
-}
-
-// pendingKey is what the cap counts a connection from a under, as the
-// per-IP connect limit does (hooks' connectKey): an IPv4 address (or an
-// IPv4-mapped IPv6 one) itself, an IPv6 address its /64, since one host is
-// handed a whole /64. The zero Prefix (an address that is not an IP
-// address) is not counted.
-func pendingKey(a netip.Addr) netip.Prefix {
-	if !a.IsValid() {
-		return netip.Prefix{}
-	}
-	if a = a.Unmap(); a.Is4() {
-		return netip.PrefixFrom(a, 32)
-	}
-	p, err := a.WithZone("").Prefix(64)
-	if err != nil {
-		return netip.Prefix{}
-	}
-	return p
-}
-
-// remoteIP is the IP address of conn's remote end (the client's, behind
-// PROXY protocol or a trusted proxy: the listeners wrap conn so that
-// RemoteAddr says it); the zero Addr when it has none.
-func remoteIP(conn net.Conn) netip.Addr {
-	ra := conn.RemoteAddr()
-	if ra == nil {
-		return netip.Addr{}
-	}
-	if ta, ok := ra.(*net.TCPAddr); ok {
-		a, _ := netip.AddrFromSlice(ta.IP)
-		return a
-	}
-	ap, err := netip.ParseAddrPort(ra.String())
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr()
+	return &pendingConnects{conns: map[*connectCapped]struct{}{}, perIP: conncap.NewCounts(maxPerIP), refused: refused}
 }
 
 // reserve counts a connection from a as waiting for its CONNECT, before it
 // is handed to mochi (a WebSocket one: before its upgrade; one behind the
 // PROXY protocol: before its header, under its peer's address, see move);
 // the key it answers is given to track, or to release if the connection
-// goes no further. errTooManyPending when a already has maxPerIP waiting
+// goes no further. errTooManyPending when a already has perIP.Max waiting
 // (counted by refused), errShuttingDown once the shutdown cut the waits. A
 // nil p reserves nothing.
 func (p *pendingConnects) reserve(a netip.Addr) (netip.Prefix, error) {
 	if p == nil {
 		return netip.Prefix{}, nil
 	}
-	key := pendingKey(a)
+	key := conncap.Key(a)
 	p.mu.Lock()
 	if p.cut {
 		p.mu.Unlock()
@@ -114,13 +77,13 @@ func (p *pendingConnects) reserve(a netip.Addr) (netip.Prefix, error) {
 // under a's key instead, once its PROXY protocol header named the client
 // a: a connection is counted from the moment it is accepted, while it
 // waits for its header too, and then as the client's. The same key stays
-// reserved; another is checked against maxPerIP as reserve does. On an
+// reserved; another is checked against perIP.Max as reserve does. On an
 // error, from is released and nothing else is reserved.
 func (p *pendingConnects) move(from netip.Prefix, a netip.Addr) (netip.Prefix, error) {
 	if p == nil {
 		return netip.Prefix{}, nil
 	}
-	to := pendingKey(a)
+	to := conncap.Key(a)
 	p.mu.Lock()
 	if p.cut {
 		p.releaseLocked(from)
@@ -142,15 +105,11 @@ func (p *pendingConnects) move(from netip.Prefix, a netip.Addr) (netip.Prefix, e
 }
 
 // admitLocked counts one more connection under key, unless key already
-// has maxPerIP (errTooManyPending). The zero key is not counted.
+// has perIP.Max (errTooManyPending). The zero key is not counted.
 func (p *pendingConnects) admitLocked(key netip.Prefix) error {
-	if !key.IsValid() {
-		return nil
-	}
-	if p.maxPerIP > 0 && p.perIP[key] >= p.maxPerIP {
+	if !p.perIP.Admit(key) {
 		return errTooManyPending
 	}
-	p.perIP[key]++
 	return nil
 }
 
@@ -171,14 +130,7 @@ func (p *pendingConnects) release(key netip.Prefix) {
 }
 
 func (p *pendingConnects) releaseLocked(key netip.Prefix) {
-	if !key.IsValid() {
-		return
-	}
-	if p.perIP[key] <= 1 {
-		delete(p.perIP, key)
-		return
-	}
-	p.perIP[key]--
+	p.perIP.Release(key)
 }
 
 // track caps conn's CONNECT (connectCapped) for handing it to mochi,

@@ -22,6 +22,7 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 
+	"github.com/chatd/chatd/internal/conncap"
 	"github.com/chatd/chatd/internal/testcert"
 )
 
@@ -34,7 +35,7 @@ var connect311 = []byte{0x10, 24, 0, 4, 'M', 'Q', 'T', 'T', 4, 0xC2, 0, 30,
 func (p *pendingConnects) pendingFrom(ip string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.perIP[pendingKey(netip.MustParseAddr(ip))]
+	return p.perIP.Of(conncap.Key(netip.MustParseAddr(ip)))
 }
 
 // dialFrom connects to addr from the local address ip.
@@ -383,6 +384,11 @@ func TestConnectionsAwaitingTheirPROXYHeaderCountUnderThePeerThenTheClient(t *te
 	}
 }
 
+// A PROXY protocol listener reads the header first, and a connection that
+// sends nothing waits for it until its connect timeout: a peer outside
+// the trusted networks is counted from its accept, so its silent
+// connections are capped as on any listener. One that sends a header it
+// may not send is closed and no longer counted.
 func TestSilentConnectionsOfAnUntrustedPeerOnAProxyProtocolListenerAreCapped(t *testing.T) {
 	var refused atomic.Int64
 	lb := []netip.Prefix{netip.MustParsePrefix("10.255.0.0/16")} // not this test's peers

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/listeners"
+
+	"github.com/chatd/chatd/internal/conncap"
 )
 
 // ConnectTimeout is how long a new connection may take to send its CONNECT
@@ -128,7 +130,7 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 			// can hold back until the deadline above as it can a CONNECT:
 			// under the peer's address until the header names the client,
 			// then under the client's.
-			key, err := l.pending.reserve(remoteIP(peer(conn)))
+			key, err := l.pending.reserve(conncap.RemoteIP(peer(conn)))
 			if err != nil {
 				l.refusePending(conn, peerAddr(conn), err)
 				return
@@ -139,7 +141,7 @@ func (l *TCPListener) Serve(establish listeners.EstablishFn) {
 				_ = conn.Close()
 				return
 			}
-			if key, err = l.pending.move(key, remoteIP(conn)); err != nil {
+			if key, err = l.pending.move(key, conncap.RemoteIP(conn)); err != nil {
 				l.refusePending(conn, conn.RemoteAddr().String(), err)
 				return
 			}

@@ -82,8 +82,9 @@ type Settings struct {
 	// of one user (max_connections_per_user), 0 = no cap.
 	MaxConnectionsPerUser int
 	// MaxPendingConnectsPerIP caps the MQTT connections one client address
-	// holds open without having sent their CONNECT
-	// (max_pending_connects_per_ip), 0 = no cap.
+	// holds open without having sent their CONNECT, and apart from them its
+	// HTTP connections that are new or idle (max_pending_connects_per_ip),
+	// 0 = no cap.
 	MaxPendingConnectsPerIP int
 	// ConnectBudgetRate is how many CONNECTs per second the node handles
 	// (connect_budget_rate), 0 = unlimited; ConnectBudgetQueue how many may

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/chatd/chatd/config"
@@ -58,4 +59,11 @@ func KeepNodeID(ctx context.Context, cfg *pgx.ConnConfig, id string, log *slog.L
 		return nil, err
 	}
 	return l.close, nil
+}
+
+// HTTPConns are the connections of ip's address (an IPv6 one: its /64)
+// on the HTTP listeners: counted against max_pending_connects_per_ip (new,
+// no request yet, or idle), and tracked (counted, or serving a request).
+func (s *Server) HTTPConns(ip string) (counted, tracked int) {
+	return s.ops.httpCaps.Conns(netip.MustParseAddr(ip))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatd/chatd/internal/conncap"
 	"github.com/chatd/chatd/internal/httpapi"
 )
 
@@ -21,7 +22,9 @@ import (
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
-	api      *http.ServeMux // the API's own routes, for requests under /v1/
+	// closed counts the connections conncap.HTTP closed, by its reason.
+	closed *prometheus.CounterVec
+	api    *http.ServeMux // the API's own routes, for requests under /v1/
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -31,15 +34,24 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "chat_http_request_duration_seconds",
 			Help:    "HTTP request latency by route and status code (WebSocket upgrades excluded).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"route", "code"}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_http_connections_closed_total",
+			Help: "HTTP connections closed because their client address held max_pending_connects_per_ip connections that were new or idle: too_many_pending (a new one, closed as accepted), idle_over_cap (an idle keep-alive one, closed to make room)."},
+			[]string{"reason"}),
 		api: http.NewServeMux(),
+	}
+	for _, r := range []string{conncap.ReasonTooManyPending, conncap.ReasonIdleOverCap} {
+		m.closed.WithLabelValues(r)
 	}
 	nop := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	for _, r := range httpapi.Routes() {
 		m.api.Handle(r.Method+" "+r.Path, nop)
 	}
-	reg.MustRegister(m.requests, m.duration)
+	reg.MustRegister(m.requests, m.duration, m.closed)
 	return m
 }
+
+// connClosed counts a connection conncap.HTTP closed for reason.
+func (m *httpMetrics) connClosed(reason string) { m.closed.WithLabelValues(reason).Inc() }
 
 func (m *httpMetrics) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

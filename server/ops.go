@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/internal/auth"
 	"github.com/chatd/chatd/internal/buildinfo"
+	"github.com/chatd/chatd/internal/conncap"
 	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/tlsreload"
 	"github.com/chatd/chatd/web"
@@ -39,7 +41,10 @@ type opsState struct {
 	mqttsTLS    *tls.Config
 	httpsTLS    *tls.Config
 	httpMetrics *httpMetrics
-	ping        *shared[error] // PostgreSQL's answer for /readyz and chat_pg_up
+	// httpCaps caps the connections of http_addr and https_addr that are
+	// new or idle, per client address.
+	httpCaps *conncap.HTTP
+	ping     *shared[error] // PostgreSQL's answer for /readyz and chat_pg_up
 
 	httpsSrv   *http.Server
 	httpsLn    net.Listener
@@ -345,12 +350,21 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 		}
 		return s.ops.httpMetrics.wrap(mux)
 	}
+	// One count for both listeners: an address's connections to either
+	// hold the node's descriptors alike. A connection is counted under its
+	// TCP peer, the trusted proxies' not at all (conncap.HTTP says why).
+	// The metrics listener is left out: it is for the scraper's network.
+	s.ops.httpCaps = conncap.NewHTTP(st.MaxPendingConnectsPerIP, slices.Concat(st.ForwardedTrusted, st.ProxyTrusted),
+		s.ops.httpMetrics.connClosed, s.log.With("component", "http"))
 	var err error
 	if st.HTTPAddr != "" {
-		if s.httpLn, err = net.Listen("tcp", st.HTTPAddr); err != nil {
+		ln, err := net.Listen("tcp", st.HTTPAddr)
+		if err != nil {
 			return fmt.Errorf("listen http on %s: %w", st.HTTPAddr, err)
 		}
+		s.httpLn = s.ops.httpCaps.Listener(ln)
 		s.httpSrv = s.newHTTPServer(newMux(s.Broker.WebSocket()))
+		s.httpSrv.ConnState = s.ops.httpCaps.ConnState
 		s.serve("http", s.httpSrv, s.httpLn)
 	}
 	if st.HTTPSAddr != "" {
@@ -358,8 +372,10 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 		if err != nil {
 			return fmt.Errorf("listen https on %s: %w", st.HTTPSAddr, err)
 		}
-		s.ops.httpsLn = tls.NewListener(ln, s.ops.httpsTLS)
+		// The cap outside TLS: net/http must be handed the *tls.Conn.
+		s.ops.httpsLn = s.ops.httpCaps.Listener(tls.NewListener(ln, s.ops.httpsTLS))
 		s.ops.httpsSrv = s.newHTTPServer(hsts(newMux(s.Broker.SecureWebSocket()), st.HSTSMaxAge))
+		s.ops.httpsSrv.ConnState = s.ops.httpCaps.ConnState
 		s.serve("https", s.ops.httpsSrv, s.ops.httpsLn)
 	}
 	if st.MetricsAddr != "" {

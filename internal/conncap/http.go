@@ -1,0 +1,280 @@
+package conncap
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sync"
+)
+
+// Why HTTP closes a connection of an address at its cap.
+const (
+	// ReasonTooManyPending: a new connection, closed as it was accepted
+	// (nothing read, nothing answered) because its address held the most
+	// connections that had sent no request yet, none of them idle.
+	ReasonTooManyPending = "too_many_pending"
+	// ReasonIdleOverCap: a keep-alive connection idle between two
+	// requests, closed to make room for a newer connection of its address.
+	ReasonIdleOverCap = "idle_over_cap"
+)
+
+// HTTP caps, per client address (Key), the connections of net/http
+// servers that have not sent a request yet (new) or are idle between two
+// (keep-alive): net/http bounds each only by its ReadHeaderTimeout or
+// IdleTimeout, so one address opening connections that send nothing, or
+// one trivial request each, could hold thousands at once and run the
+// process out of descriptors, locking every client out. A connection
+// serving a request is not counted: a long download must not keep the same
+// user's other requests out, and a request has met the API's limits.
+//
+// When an address holds the cap, a connection of it that goes over (a new
+// one, or one going idle after its answer) makes room by closing the
+// address's longest idle connection: a server may close an idle keep-alive
+// connection at any time (RFC 9112 §9.5; net/http does at IdleTimeout)
+// and clients open another, whereas refusing a newer connection fails the
+// request it was opened for, and a NAT's browsers would be refused while
+// their own idle connections sat out IdleTimeout (120 s). Only when every
+// counted connection of the address is a new one, which has sent nothing,
+// is the newcomer closed: as it is accepted, before net/http sees it (no
+// goroutine, no TLS handshake; an answer such as 429 would need the
+// request read first, or a handshake over TLS, the very cost the cap
+// saves), or, going idle, itself.
+//
+// An HTTP connection carries no PROXY protocol header and its first
+// request is not read yet, so it is counted under its TCP peer. The
+// trusted proxies' connections are not counted at all: an HTTP proxy
+// (X-Forwarded-For) opens a connection to forward a request it has read
+// and keeps a pool of idle ones, and a TCP load balancer brings every
+// client's connections from its own address, so counting them would cap
+// the whole node's traffic at one address's share and let one client's
+// silent connections lock everyone out. Silent clients behind them are
+// the proxy's to bound.
+//
+// Wrap the servers' listeners with Listener and set their ConnState to
+// ConnState; servers may share one HTTP. Safe for concurrent use.
+type HTTP struct {
+	trusted []netip.Prefix
+	closed  func(reason string)
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	counts Counts
+	conns  map[net.Conn]*httpConn
+	idle   map[netip.Prefix][]*httpConn // of a key, longest idle first
+}
+
+type httpConn struct {
+	conn    net.Conn
+	key     netip.Prefix
+	counted bool // new or idle, counted under key
+	idle    bool // in idle[key]
+}
+
+// NewHTTP caps at max the connections per address that are new or idle
+// (0: no cap, nothing is tracked), leaving out peers in trusted. closed,
+// if set, is told each connection closed for the cap and why
+// (ReasonTooManyPending, ReasonIdleOverCap); log gets one debug line each.
+func NewHTTP(max int, trusted []netip.Prefix, closed func(reason string), log *slog.Logger) *HTTP {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &HTTP{trusted: trusted, closed: closed, log: log, counts: NewCounts(max),
+		conns: map[net.Conn]*httpConn{}, idle: map[netip.Prefix][]*httpConn{}}
+}
+
+// Listener wraps ln: a connection over the cap is closed as it is
+// accepted and Accept goes on to the next. It hands on the accepted
+// connection itself, no wrapper: ConnState must see the connection that
+// was counted, and net/http serves TLS only on a *tls.Conn, so wrap
+// outside tls.NewListener.
+func (h *HTTP) Listener(ln net.Listener) net.Listener {
+	if h == nil || h.counts.Max <= 0 {
+		return ln
+	}
+	return &capListener{Listener: ln, h: h}
+}
+
+type capListener struct {
+	net.Listener
+	h *HTTP
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.h.admit(c) {
+			return c, nil
+		}
+		_ = c.Close()
+	}
+}
+
+// admit counts c, new, under its peer's key; false: close it.
+func (h *HTTP) admit(c net.Conn) bool {
+	ip := RemoteIP(c)
+	key := Key(ip)
+	if !key.IsValid() || h.isTrusted(ip) {
+		return true
+	}
+	hc := &httpConn{conn: c, key: key, counted: true}
+	h.mu.Lock()
+	room, ok := h.makeRoomLocked(key)
+	if !ok {
+		h.mu.Unlock()
+		h.report(ReasonTooManyPending, ip)
+		return false
+	}
+	h.conns[c] = hc
+	h.mu.Unlock()
+	h.closeIdle(room)
+	return true
+}
+
+// makeRoomLocked counts one more connection under key: at the cap, by
+// closing (once the lock is released: closeIdle) the key's longest idle
+// connection; false when the key has none idle.
+func (h *HTTP) makeRoomLocked(key netip.Prefix) (*httpConn, bool) {
+	if h.counts.Admit(key) {
+		return nil, true
+	}
+	idle := h.idle[key]
+	if len(idle) == 0 {
+		return nil, false
+	}
+	old := idle[0]
+	h.forgetLocked(old)
+	h.counts.Admit(key) // the slot old held
+	return old, true
+}
+
+func (h *HTTP) closeIdle(old *httpConn) {
+	if old == nil {
+		return
+	}
+	h.report(ReasonIdleOverCap, RemoteIP(old.conn)) // counted before the peer can see it closed
+	closeNow(old.conn)
+}
+
+// closeNow closes an idle connection without a TLS close_notify: that
+// alert is written with a 5 s deadline, and a peer that leaves its
+// answer unread could hold the goroutine closing it that long, the
+// accept loop among them. Its serve goroutine's read ends with the
+// socket.
+func closeNow(c net.Conn) {
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = tc.NetConn()
+	}
+	_ = c.Close()
+}
+
+// ConnState is the servers' http.Server.ConnState: a connection stops
+// counting when a request arrives on it (StateActive), counts again when
+// it goes idle after its answer (over the cap: as a new one would), and is
+// forgotten when it ends or is hijacked (a WebSocket upgrade: the broker
+// counts it then, until its CONNECT).
+func (h *HTTP) ConnState(c net.Conn, state http.ConnState) {
+	if h == nil || h.counts.Max <= 0 {
+		return
+	}
+	switch state {
+	case http.StateActive:
+		h.mu.Lock()
+		if hc := h.conns[c]; hc != nil && hc.counted {
+			h.uncountLocked(hc)
+		}
+		h.mu.Unlock()
+	case http.StateIdle:
+		h.mu.Lock()
+		hc := h.conns[c]
+		if hc == nil || hc.counted {
+			h.mu.Unlock()
+			return
+		}
+		room, ok := h.makeRoomLocked(hc.key)
+		if !ok {
+			delete(h.conns, c)
+			h.mu.Unlock()
+			h.report(ReasonIdleOverCap, RemoteIP(c))
+			// Its answer is written; nothing more is read from it.
+			closeNow(c)
+			return
+		}
+		hc.counted, hc.idle = true, true
+		h.idle[hc.key] = append(h.idle[hc.key], hc)
+		h.mu.Unlock()
+		h.closeIdle(room)
+	case http.StateHijacked, http.StateClosed:
+		h.mu.Lock()
+		if hc := h.conns[c]; hc != nil {
+			h.forgetLocked(hc)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// uncountLocked stops counting hc (still tracked).
+func (h *HTTP) uncountLocked(hc *httpConn) {
+	if hc.idle {
+		idle := h.idle[hc.key]
+		if i := slices.Index(idle, hc); i >= 0 {
+			idle = slices.Delete(idle, i, i+1)
+		}
+		if len(idle) == 0 {
+			delete(h.idle, hc.key)
+		} else {
+			h.idle[hc.key] = idle
+		}
+	}
+	h.counts.Release(hc.key)
+	hc.counted, hc.idle = false, false
+}
+
+// forgetLocked stops tracking hc.
+func (h *HTTP) forgetLocked(hc *httpConn) {
+	if hc.counted {
+		h.uncountLocked(hc)
+	}
+	delete(h.conns, hc.conn)
+}
+
+func (h *HTTP) isTrusted(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range h.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// report counts and logs (at debug: a flood must not flood the log) a
+// connection closed for the cap.
+func (h *HTTP) report(reason string, ip netip.Addr) {
+	if h.closed != nil {
+		h.closed(reason)
+	}
+	if reason == ReasonTooManyPending {
+		h.log.Debug("http connection refused: too many connections from its address have sent no request yet", "remote", ip.String(), "max", h.counts.Max)
+		return
+	}
+	h.log.Debug("idle http connection closed: its address holds the most connections that are new or idle", "remote", ip.String(), "max", h.counts.Max)
+}
+
+// Conns are ip's key's connections: counted (new or idle), and tracked
+// (counted, or serving a request).
+func (h *HTTP) Conns(ip netip.Addr) (counted, tracked int) {
+	key := Key(ip)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hc := range h.conns {
+		if hc.key == key {
+			tracked++
+		}
+	}
+	return h.counts.Of(key), tracked
+}

@@ -1,0 +1,330 @@
+package server_test
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/internal/testnode"
+	"github.com/chatd/chatd/server"
+)
+
+// startHTTPCapped starts a node whose HTTP listener caps at max the
+// connections per address that are new or idle.
+func startHTTPCapped(t *testing.T, max int) *server.Server {
+	t.Helper()
+	return startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_PENDING_CONNECTS_PER_IP": fmt.Sprint(max)})
+}
+
+// dialHTTPFrom opens a TCP connection to addr from the local address ip,
+// closed when the test ends.
+func dialHTTPFrom(t *testing.T, ip, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial from %s: %v", ip, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// closedWithin answers whether the server closed c within d: a read gives
+// EOF or a reset, not a timeout.
+func closedWithin(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// getHealthz sends GET /healthz on c, reads the answer and leaves c open
+// (keep-alive), failing unless it is 200 and keeps the connection.
+func getHealthz(t *testing.T, c net.Conn) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: chatd\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	readAnswer(t, c, http.StatusOK)
+	_ = c.SetDeadline(time.Time{})
+}
+
+// readAnswer reads one response from c, failing unless its status is want
+// and it keeps the connection open (no Connection: close).
+func readAnswer(t *testing.T, c net.Conn, want int) {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("read the answer: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != want || resp.Close {
+		t.Fatalf("answer %d (Connection: close %v), want %d keeping the connection", resp.StatusCode, resp.Close, want)
+	}
+}
+
+// getFrom is the status of GET /healthz from the local address ip on a
+// connection of its own.
+func getFrom(t *testing.T, ip, addr string) int {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	resp, err := cl.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz from %s: %v", ip, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// stallRequest starts a POST on c whose 2-byte JSON body stops after its
+// first byte: a request that runs until finishRequest sends the rest.
+func stallRequest(t *testing.T, c net.Conn) (finishRequest func()) {
+	t.Helper()
+	fmt.Fprintf(c, "POST /v1/conversations HTTP/1.1\r\nHost: chatd\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{", testnode.Token(t, 1))
+	return func() {
+		if _, err := io.WriteString(c, "}"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// closedFor is chat_http_connections_closed_total{reason}.
+func closedFor(t *testing.T, srv *server.Server, reason string) float64 {
+	t.Helper()
+	mfs, err := srv.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "chat_http_connections_closed_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// waitCounted waits until n connections of ip are counted (new or idle).
+func waitCounted(t *testing.T, srv *server.Server, ip string, n int) {
+	t.Helper()
+	testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("%d HTTP connections of %s counted", n, ip), func() bool {
+		counted, _ := srv.HTTPConns(ip)
+		return counted == n
+	})
+}
+
+// Connections to the HTTP listener that send no request were bounded only
+// by ReadHeaderTimeout (10 s): one address re-opening them could hold
+// thousands and run the node out of descriptors. Now an address holding
+// max_pending_connects_per_ip of them has the next closed as it is
+// accepted, while other addresses are served, and it is served again once
+// one of its silent connections is gone.
+func TestAnAddressHoldingTooManyHTTPConnectionsWithoutARequestHasTheNextClosedOthersAreServed(t *testing.T) {
+	t.Parallel()
+	srv := startHTTPCapped(t, 4)
+	addr := srv.HTTPAddr()
+	var silent []net.Conn
+	for range 4 {
+		silent = append(silent, dialHTTPFrom(t, "127.0.0.2", addr))
+	}
+	waitCounted(t, srv, "127.0.0.2", 4)
+
+	over := dialHTTPFrom(t, "127.0.0.2", addr)
+	if !closedWithin(over, 2*time.Second) {
+		t.Fatal("the 5th silent HTTP connection of 127.0.0.2 was not closed within 2 s (ReadHeaderTimeout is 10 s)")
+	}
+	if n := closedFor(t, srv, "too_many_pending"); n != 1 {
+		t.Fatalf("chat_http_connections_closed_total{reason=\"too_many_pending\"} = %v, want 1", n)
+	}
+	if closedWithin(silent[0], 200*time.Millisecond) {
+		t.Fatal("a silent connection within the cap was closed")
+	}
+	if code := getFrom(t, "127.0.0.3", addr); code != http.StatusOK {
+		t.Fatalf("GET /healthz from another address: %d", code)
+	}
+
+	silent[0].Close()
+	waitCounted(t, srv, "127.0.0.2", 3)
+	if code := getFrom(t, "127.0.0.2", addr); code != http.StatusOK {
+		t.Fatalf("GET /healthz from 127.0.0.2 once one of its silent connections closed: %d", code)
+	}
+}
+
+// A keep-alive connection idle between requests counts as a new one does
+// (one trivial request per connection would otherwise get around the
+// cap), but it may be closed at any time: an address at the cap makes
+// room for a newer connection by closing its longest idle one, and only
+// when none of its connections is idle is the newcomer closed. A
+// connection going idle over the cap, nothing idle to close, is closed
+// itself after its answer.
+func TestIdleKeepAliveHTTPConnectionsCountAndTheLongestIdleMakesRoom(t *testing.T) {
+	t.Parallel()
+	srv := startHTTPCapped(t, 4)
+	addr := srv.HTTPAddr()
+	const ip = "127.0.0.4"
+	// One after the other, so that idle[0] is the longest idle (its answer
+	// read, a connection counts when it has gone idle).
+	var idle []net.Conn
+	for i := range 2 {
+		idle = append(idle, dialHTTPFrom(t, ip, addr))
+		getHealthz(t, idle[i])
+		waitCounted(t, srv, ip, i+1)
+	}
+	silent := []net.Conn{dialHTTPFrom(t, ip, addr), dialHTTPFrom(t, ip, addr)}
+	waitCounted(t, srv, ip, 4)
+
+	for i := range idle {
+		n := dialHTTPFrom(t, ip, addr)
+		if !closedWithin(idle[i], 2*time.Second) {
+			t.Fatalf("idle connection %d was not closed to make room for a new one", i)
+		}
+		if closedWithin(n, 200*time.Millisecond) {
+			t.Fatalf("new connection %d was closed, though its address had an idle one", i)
+		}
+		silent = append(silent, n)
+	}
+	if n := closedFor(t, srv, "idle_over_cap"); n != 2 {
+		t.Fatalf("chat_http_connections_closed_total{reason=\"idle_over_cap\"} = %v, want 2", n)
+	}
+	waitCounted(t, srv, ip, 4)
+	if over := dialHTTPFrom(t, ip, addr); !closedWithin(over, 2*time.Second) {
+		t.Fatal("a 5th connection was not closed while 4 silent ones held the cap")
+	}
+
+	// A request makes its connection stop counting; a newer silent one
+	// takes the slot; the answered connection, going idle over the cap
+	// with nothing idle to close, is closed itself.
+	finish := stallRequest(t, silent[0])
+	waitCounted(t, srv, ip, 3)
+	dialHTTPFrom(t, ip, addr)
+	waitCounted(t, srv, ip, 4)
+	finish()
+	_ = silent[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(silent[0]), nil)
+	if err != nil {
+		t.Fatalf("the stalled request's answer: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.Close {
+		t.Fatalf("the answer %d says Connection: close: the test needs a keep-alive one", resp.StatusCode)
+	}
+	if !closedWithin(silent[0], 2*time.Second) {
+		t.Fatal("a connection going idle over the cap, its address's other connections all silent, was kept")
+	}
+	if n := closedFor(t, srv, "idle_over_cap"); n != 3 {
+		t.Fatalf("chat_http_connections_closed_total{reason=\"idle_over_cap\"} = %v, want 3", n)
+	}
+	waitCounted(t, srv, ip, 4)
+}
+
+// A connection serving a request (a long download, a slow upload) is not
+// counted: an address with the cap's number of requests running is still
+// served on another connection.
+func TestHTTPConnectionsRunningARequestDoNotCountAgainstTheCap(t *testing.T) {
+	t.Parallel()
+	srv := startHTTPCapped(t, 4)
+	addr := srv.HTTPAddr()
+	const ip = "127.0.0.5"
+	for range 4 {
+		stallRequest(t, dialHTTPFrom(t, ip, addr))
+	}
+	testkit.WaitFor(t, 5*time.Second, "4 requests read and running, none counted", func() bool {
+		counted, tracked := srv.HTTPConns(ip)
+		return counted == 0 && tracked == 4
+	})
+	for range 2 {
+		dialHTTPFrom(t, ip, addr)
+	}
+	waitCounted(t, srv, ip, 2)
+	if code := getFrom(t, ip, addr); code != http.StatusOK {
+		t.Fatalf("GET /healthz from an address with 4 requests running and 2 silent connections: %d", code)
+	}
+}
+
+// The cap counts an address's connections to http_addr and https_addr
+// together, an HTTPS one from its accept, before its TLS handshake; a
+// connection within it is handed to net/http as the TLS connection it is,
+// and an idle one makes room as a plain one does.
+func TestTheHTTPCapCountsHTTPSConnectionsBeforeTheirHandshake(t *testing.T) {
+	t.Parallel()
+	certPath, keyPath, roots := serverCert(t)
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
+		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_MAX_PENDING_CONNECTS_PER_IP": "2"})
+	const ip = "127.0.0.6"
+	dialHTTPFrom(t, ip, srv.HTTPAddr())
+	dialHTTPFrom(t, ip, srv.HTTPSAddr())
+	waitCounted(t, srv, ip, 2)
+	if over := dialHTTPFrom(t, ip, srv.HTTPSAddr()); !closedWithin(over, 2*time.Second) {
+		t.Fatal("a 3rd connection without a request (2 held on http_addr and https_addr) was not closed")
+	}
+
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.7")}, Timeout: 5 * time.Second}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: d.DialContext,
+		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	t.Cleanup(hc.CloseIdleConnections)
+	resp, err := hc.Get("https://" + srv.HTTPSAddr() + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz over HTTPS from another address: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body) // read to its end, or the client closes the connection
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.TLS == nil {
+		t.Fatalf("GET /healthz over HTTPS: %d (TLS %v)", resp.StatusCode, resp.TLS != nil)
+	}
+	waitCounted(t, srv, "127.0.0.7", 1) // its keep-alive connection, idle
+
+	// A TLS connection idle is closed to make room as a plain one is.
+	dialHTTPFrom(t, "127.0.0.7", srv.HTTPSAddr())
+	waitCounted(t, srv, "127.0.0.7", 2)
+	newer := dialHTTPFrom(t, "127.0.0.7", srv.HTTPSAddr())
+	testkit.WaitFor(t, 5*time.Second, "the idle TLS connection closed to make room", func() bool {
+		return closedFor(t, srv, "idle_over_cap") == 1
+	})
+	if closedWithin(newer, 200*time.Millisecond) {
+		t.Fatal("the connection the idle one made room for was closed")
+	}
+}
+
+// A trusted proxy's connections are not counted: an HTTP proxy keeps a
+// pool of idle connections and a TCP balancer brings every client's from
+// its own address, so counting them would cap the whole node's traffic at
+// one address's share.
+func TestATrustedProxysHTTPConnectionsAreNotCapped(t *testing.T) {
+	t.Parallel()
+	const proxy = "127.0.0.8"
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_PENDING_CONNECTS_PER_IP": "2",
+		"CHAT_FORWARDED_TRUSTED": proxy + "/32"})
+	var silent []net.Conn
+	for range 3 {
+		silent = append(silent, dialHTTPFrom(t, proxy, srv.HTTPAddr()))
+	}
+	if code := getFrom(t, proxy, srv.HTTPAddr()); code != http.StatusOK {
+		t.Fatalf("GET /healthz from the proxy holding 3 silent connections: %d", code)
+	}
+	for i, c := range silent {
+		if closedWithin(c, 100*time.Millisecond) {
+			t.Fatalf("the proxy's silent connection %d was closed", i)
+		}
+	}
+	if counted, tracked := srv.HTTPConns(proxy); counted != 0 || tracked != 0 {
+		t.Fatalf("the proxy's connections: %d counted, %d tracked, want none", counted, tracked)
+	}
+}
