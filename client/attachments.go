@@ -169,7 +169,17 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 			if inBucket {
 				// Completed, before or after the URL expired, they are
 				// neither sent again nor charged again on a new ticket.
-				if a, done, err := c.settle(ctx, t, src.size, ctype, attempts); err != nil || done {
+				a, done, err := c.settle(ctx, t, src.size, ctype, attempts)
+				if err != nil && settleAgain(ctx, err) {
+					// chatd not reached, or unable for now: the bytes
+					// may still be in the bucket, and the next attempt
+					// completes them, where failing the Upload had its
+					// caller's retry store and charge them again.
+					last = err
+					c.cfg.Logger.Info("completing an upload failed for now; completing it again", "name", name, "attempt", attempt+1, "err", err)
+					continue
+				}
+				if err != nil || done {
 					return a, err
 				}
 				sent, inBucket = false, false // they never arrived
@@ -242,7 +252,10 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 				}
 			}
 		}
-		if !retryableUpload(err) {
+		// A completion that did not reach chatd (its connection down for
+		// the request's time) leaves bytes the bucket holds: the next
+		// attempt completes them (settle).
+		if !retryableUpload(err) && !(inBucket && settleAgain(ctx, err)) {
 			return Attachment{}, err
 		}
 		if toldTooLong(ctx, err) {
@@ -282,6 +295,17 @@ func (c *Client) readSentBefore(ctx context.Context, t chat.UploadTicket, size i
 		return Attachment{}, false, fmt.Errorf("upload %s, %s: read it: %w", t.UploadID, why, err)
 	}
 	return sentBefore(up, t, size, declared, why)
+}
+
+// settleAgain reports whether settle failed for now: chatd not reached
+// (its connection down for the request's time, which the call's own
+// timeout ends: no *Error says so), unable, or busy for a while Upload
+// waits out, with ctx still running.
+func settleAgain(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || toldTooLong(ctx, err) {
+		return false
+	}
+	return retryableUpload(err) || errors.Is(err, ErrUnavailable)
 }
 
 // sentBefore is readSentBefore's verdict on up, the upload of ticket t as
