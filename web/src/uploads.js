@@ -321,7 +321,7 @@ export class Uploader {
           ? await complete(t).catch(async (e) => {
               if (e.status !== 400) throw e;
               const done = await completedElsewhere(t, e);
-              if (done) return { attachment: whatBecameOf(done, t, file, 'The upload') };
+              if (done) return { attachment: whatBecameOf(done, t, file, 'The upload was interrupted, and') };
               // The store answered the PUT, yet chatd finds nothing under
               // its URL (a store that shows an object late): the ticket
               // is kept (a failure for now), and Retry completes the bytes
