@@ -348,9 +348,9 @@ func unsent(err error) bool {
 
 // stoppedBy reports whether err is why the client stopped connecting
 // (Client.Err): a refused static token, its client id refused, or its
-// client id taken. Every Err the client stops with is one of these, or
-// what stops it is taken for Close (sends) or for chatd briefly
-// unreachable (requests).
+// client id taken. Every error Client.Err can be belongs here: one left
+// out is taken for Close by sends, and for chatd briefly unreachable by
+// requests.
 func stoppedBy(err error) bool {
 	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrClientIDRejected) || errors.Is(err, ErrTakenOver)
 }
