@@ -169,7 +169,17 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 			if inBucket {
 				// Completed, before or after the URL expired, they are
 				// neither sent again nor charged again on a new ticket.
-				if a, done, err := c.settle(ctx, t, src.size, ctype, attempts); err != nil || done {
+				a, done, err := c.settle(ctx, t, src.size, ctype, attempts)
+				if err != nil && settleAgain(ctx, err) {
+					// chatd not reached, or unable for now: the bytes
+					// may still be in the bucket, and the next attempt
+					// completes them, where failing the Upload had its
+					// caller's retry store and charge them again.
+					last = err
+					c.cfg.Logger.Info("completing an upload failed for now; completing it again", "name", name, "attempt", attempt+1, "err", err)
+					continue
+				}
+				if err != nil || done {
 					return a, err
 				}
 				sent, inBucket = false, false // they never arrived
@@ -227,14 +237,25 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 			// the next attempt completes the bytes first (settle) and
 			// PUTs them again only if they are still not there, rather
 			// than the caller's Upload again storing and charging them a
-			// second time on a new ticket.
-			if st, gerr := callFor[uploadState](ctx, c, "upload.get", map[string]any{"uploadId": t.UploadID}, true); gerr == nil && st.State == "pending" {
+			// second time on a new ticket. No longer pending, another
+			// completion took them (completeWon): complete with this
+			// file, it is the answer.
+			st, gerr := callFor[uploadState](ctx, c, "upload.get", map[string]any{"uploadId": t.UploadID}, true)
+			if gerr == nil && st.State == "pending" {
 				last = err
 				c.cfg.Logger.Info("upload not in the store yet; completing it again", "name", name, "attempt", attempt+1, "err", err)
 				continue
 			}
+			if gerr == nil {
+				if a, done, err := sentBefore(st, t, src.size, ctype, completeWon); err != nil || done {
+					return a, err
+				}
+			}
 		}
-		if !retryableUpload(err) {
+		// A completion that did not reach chatd (its connection down for
+		// the request's time) leaves bytes the bucket holds: the next
+		// attempt completes them (settle).
+		if !retryableUpload(err) && !(inBucket && settleAgain(ctx, err)) {
 			return Attachment{}, err
 		}
 		if toldTooLong(ctx, err) {
@@ -273,6 +294,23 @@ func (c *Client) readSentBefore(ctx context.Context, t chat.UploadTicket, size i
 	if err != nil {
 		return Attachment{}, false, fmt.Errorf("upload %s, %s: read it: %w", t.UploadID, why, err)
 	}
+	return sentBefore(up, t, size, declared, why)
+}
+
+// settleAgain reports whether settle failed for now: chatd not reached
+// (its connection down for the request's time, which the call's own
+// timeout ends: no *Error says so), unable, or busy for a while Upload
+// waits out, with ctx still running.
+func settleAgain(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || toldTooLong(ctx, err) {
+		return false
+	}
+	return retryableUpload(err) || errors.Is(err, ErrUnavailable)
+}
+
+// sentBefore is readSentBefore's verdict on up, the upload of ticket t as
+// chatd answered it.
+func sentBefore(up uploadState, t chat.UploadTicket, size int64, declared string, why string) (Attachment, bool, error) {
 	// The status is the one chatd gives its code, not the answer that
 	// made the read: a 200 completion, or none (the URL about to expire).
 	status := map[string]int{"conflict": http.StatusConflict, "gone": http.StatusGone}
@@ -309,6 +347,13 @@ func (c *Client) readSentBefore(ctx context.Context, t chat.UploadTicket, size i
 	}
 }
 
+// completeWon says why an upload is read after its completion found
+// nothing under the URL: another completion of the same bytes may have
+// won and taken them (the one whose reply was lost, sent again to
+// another node while the first still ran there), the upload then
+// complete with them.
+const completeWon = "whose completion found nothing under its URL"
+
 // settle completes the upload of object-store ticket t, every byte of
 // which went to its URL on an attempt before, the store's answer or the
 // completion's lost: chatd answers the completion after t's URL expired
@@ -341,10 +386,14 @@ func (c *Client) settle(ctx context.Context, t chat.UploadTicket, size int64, de
 		return Attachment{}, false, nil
 	case errors.As(err, &ce) && ce.Code == "invalid":
 		// Nothing under the URL (the upload stays pending), or bytes of
-		// another size (a refusal: the upload is deleted).
+		// another size (a refusal: the upload is deleted), or a
+		// completion of them that won meanwhile (completeWon).
 		st, gerr := callFor[uploadState](ctx, c, "upload.get", map[string]any{"uploadId": t.UploadID}, true)
 		if gerr == nil && st.State == "pending" {
 			return Attachment{}, false, nil
+		}
+		if gerr == nil {
+			return sentBefore(st, t, size, declared, completeWon)
 		}
 		return Attachment{}, false, fmt.Errorf("upload %s: complete the bytes sent before: %w", t.UploadID, err)
 	default:

@@ -330,7 +330,12 @@
 // nothing under the URL (the upload still pending) sends them again; one
 // that finds nothing though the store answered the PUT 2xx (a store that
 // shows an object late) is asked again on the next attempt, before the
-// bytes go again, rather than fail the Upload. Send it with
+// bytes go again, rather than fail the Upload; one that finds nothing
+// because another completion of them took them (the first, still
+// running on another node when the one sent again arrived) returns the
+// upload complete with the file. A completion that fails for now (chatd
+// out of reach for the request's time, or unable) is sent again on the
+// next attempt, within Attempts, rather than fail the Upload. Send it with
 // SendMessage and SendOptions.Attachments (it rides the journal like any
 // message). Events and history carry MsgType and Attachments. Download and
 // DownloadThumbnail fetch one (following an object store's redirect);

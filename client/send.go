@@ -48,8 +48,9 @@ type sendOp struct {
 //     message is still being sent in the background (a refusal for good
 //     then comes as an error event on Events, with its ClientMsgID);
 //   - ErrClosed when the client was closed first, or an *Error matching
-//     ErrUnauthorized when chatd refused the client's static Token, or
-//     ErrTakenOver when other clients took its ClientID (see Client.Err);
+//     ErrUnauthorized when chatd refused the client's static Token,
+//     ErrClientIDRejected when it refused its ClientID, or ErrTakenOver
+//     when other clients took its ClientID (see Client.Err);
 //     the message stays queued in SessionDir for the next client opened
 //     on it.
 func (c *Client) Send(ctx context.Context, conversationID int64, body string) (int64, error) {
@@ -338,17 +339,20 @@ func refusalEvent(p PendingSend, err error) *Event {
 }
 
 // unsent reports whether a send ended without chatd settling it: the
-// client closed, chatd refused the static token, or another client took
-// its client id, so that no connection will come. The change stays in the
-// journal for the next client.
+// client closed, chatd refused the static token or the client id, or
+// another client took its client id, so that no connection will come.
+// The change stays in the journal for the next client.
 func unsent(err error) bool {
 	return errors.Is(err, ErrClosed) || stoppedBy(err)
 }
 
 // stoppedBy reports whether err is why the client stopped connecting
-// (Client.Err): a refused static token, or its client id taken.
+// (Client.Err): a refused static token, its client id refused, or its
+// client id taken. Every error Client.Err can be belongs here: one left
+// out is taken for Close by sends, and for chatd briefly unreachable by
+// requests.
 func stoppedBy(err error) bool {
-	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrTakenOver)
+	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrClientIDRejected) || errors.Is(err, ErrTakenOver)
 }
 
 // sendUntilDone publishes p until a PUBACK settles it: success, or a

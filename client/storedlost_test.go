@@ -161,3 +161,67 @@ func uploadedOnce(t *testing.T, ctx context.Context, srv *server.Server, c *clie
 	}
 	sendUpload(t, ctx, c, conv, a, "send the upload")
 }
+
+// The store took the bytes, and the completion finds chatd out of reach
+// for longer than a request waits (the network down a while, as on a
+// train; a context without deadline, so a request waits
+// Config.RequestTimeout): the one the next attempt sends when the store's
+// answer was lost, or the one after the store's 2xx. Upload completes
+// them on a later attempt once chatd is back, rather than fail, whose
+// caller's Upload again took a new ticket and stored and charged the file
+// twice. One PUT, one upload.
+func TestAnObjectStoreUploadWhoseCompletionFindsChatdOutOfReachCompletesItOnALaterAttempt(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		what string
+		lost bool
+	}{{"the store's answer lost", true}, {"the store's answer received", false}} {
+		t.Run(c.what, func(t *testing.T) {
+			t.Parallel()
+			var px atomic.Pointer[proxy]
+			puts := &atomic.Int32{}
+			srv := chatdOnFrontedStore(t, func(w http.ResponseWriter, r *http.Request, rp http.Handler) {
+				if r.Method != http.MethodPut || r.URL.Query().Get("X-Amz-Signature") == "" || puts.Add(1) > 1 {
+					rp.ServeHTTP(w, r)
+					return
+				}
+				rec := httptest.NewRecorder()
+				rp.ServeHTTP(rec, r)
+				if rec.Code != http.StatusOK {
+					t.Errorf("the store answered the first PUT %d: %s", rec.Code, rec.Body)
+				}
+				// chatd goes out of reach as the store answers, and
+				// comes back after more than a request's wait.
+				p := px.Load()
+				p.Cut()
+				time.AfterFunc(3*time.Second, p.Resume)
+				if c.lost {
+					dropConnection(w)
+					return
+				}
+				w.WriteHeader(rec.Code)
+			})
+			g := groupOf12(t, srv)
+			px.Store(newProxy(t, srv.MQTTAddr()))
+			cfg := testConfig(t, px.Load().URL(), 1)
+			cfg.RequestTimeout = 2 * time.Second
+			alice := connect(t, cfg)
+			// No deadline, as an app's upload that takes what it takes:
+			// each request then waits RequestTimeout at most. Cancelled,
+			// not deadlined, after a minute.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stop := time.AfterFunc(time.Minute, cancel)
+			defer stop.Stop()
+			data := []byte("the minutes, completed once chatd is back\n")
+			a, err := alice.Upload(ctx, g.ID, "minutes.txt", bytes.NewReader(data))
+			if err != nil {
+				t.Fatalf("Upload whose completion found chatd out of reach for a while: %v", err)
+			}
+			if a.Size != int64(len(data)) {
+				t.Fatalf("Upload returned %+v, want the %d bytes sent", a, len(data))
+			}
+			uploadedOnce(t, ctx, srv, alice, g.ID, a, len(data), puts)
+		})
+	}
+}

@@ -75,6 +75,9 @@ export class MqttSession extends EventTarget {
     // Publishes asked for before the first CONNACK, when the limit is not
     // known yet: held here, in order, and checked against it once it is.
     this.early = [];
+    // Publishes handed to mqtt.js and not answered yet: stopRefused
+    // answers them, as mqtt.js never will once it ends without a flush.
+    this.handed = new Set();
   }
 
   connect() {
@@ -247,7 +250,8 @@ export class MqttSession extends EventTarget {
   /**
    * The server refuses our client ids: no more attempts. The user stays
    * signed in (the token is good) and what is unsent stays in the
-   * outbox for a later page; what waited for the first CONNACK is
+   * outbox for a later page; what waited for the first CONNACK, and
+   * what mqtt.js held for the next connection (sent offline), is
    * answered "not sent".
    */
   stopRefused(c, err) {
@@ -258,6 +262,10 @@ export class MqttSession extends EventTarget {
     c.options.reconnectPeriod = reconnectDelay(1);
     c.end(true);
     for (const p of this.early.splice(0)) p.reject(refusedError());
+    // mqtt.js ended without a flush (reconnectPeriod set, clean false):
+    // it keeps their callbacks for a connection that never comes.
+    for (const reject of this.handed) reject(refusedError());
+    this.handed.clear();
     this.emit('status', 'refused');
     this.emit('refused', err);
   }
@@ -315,7 +323,9 @@ export class MqttSession extends EventTarget {
       return;
     }
     const acks = this.acks;
+    this.handed.add(reject);
     this.client.publish(name, payload, { qos: 1 }, (err, packet) => {
+      this.handed.delete(reject);
       const id = packet?.messageId;
       const props = acks.get(id) || packet?.properties || {};
       acks.delete(id);

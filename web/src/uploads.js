@@ -391,11 +391,24 @@ export class Uploader {
         if (e.status === 404 || e.status === 410) return null; // deleted after upload_ttl, bytes and all
         if (e.status !== 400) throw e;
         // 400: nothing under its URL (still pending: the bytes never
-        // arrived), or bytes of another size, a refusal that deleted it.
-        if ((await get(t))?.state === 'pending') return null;
-        throw e;
+        // arrived), or bytes of another size, a refusal that deleted it,
+        // or another completion of them took them (completedElsewhere).
+        u = await completedElsewhere(t, e);
+        if (u === null) return null;
       }
       return whatBecameOf(u, t, file, 'The upload was interrupted, and');
+    };
+    // The upload of ticket t, whose completion chatd answered 400 e
+    // (nothing under its URL): null while it is pending; no longer
+    // pending, the upload another completion of the same bytes made (the
+    // first, whose answer was lost, still running on another node when
+    // the one sent again looked, after it had taken the bytes), for
+    // whatBecameOf to judge; e when it is gone (a refusal deleted it).
+    const completedElsewhere = async (t, e) => {
+      const u = await get(t);
+      if (u?.state === 'pending') return null;
+      if (!u) throw e;
+      return u;
     };
     const expiring = (t) => Date.parse(t.expiresAt) - Date.now() < 30000;
     return (async () => {
@@ -472,7 +485,9 @@ export class Uploader {
         check();
         const u = t.completeUrl
           ? await complete(t).catch(async (e) => {
-              if (e.status !== 400 || (await get(t))?.state !== 'pending') throw e;
+              if (e.status !== 400) throw e;
+              const done = await completedElsewhere(t, e);
+              if (done) return { attachment: whatBecameOf(done, t, file, 'The upload was interrupted, and') };
               // The store answered the PUT, yet chatd finds nothing under
               // its URL (a store that shows an object late): the ticket
               // is kept (a failure for now), and Retry completes the bytes

@@ -164,6 +164,42 @@ test(`a server refusing every client id gets ${MAX_CLIENT_ID_RENEWALS} new ones 
   }
 });
 
+test('a send queued offline when the session then stops, every client id refused, is answered not sent (kept for a later page), not left sending for ever', async () => {
+  const srv = await startServer();
+  let n = 0;
+  const { s, rec } = session(srv, 'web-1-000000000000', () => {
+    const id = `web-1-${String(++n).padStart(12, '0')}`;
+    srv.refused.add(id);
+    return id;
+  });
+  try {
+    s.connect();
+    await until(() => rec.connected.length === 1, 'first connection');
+    // The connection drops; another user's session takes the id, and
+    // the server refuses every new one.
+    srv.refused.add(s.clientId);
+    for (const ws of srv.sockets) ws.terminate();
+    await until(() => rec.statuses.at(-1) === 'offline', 'offline');
+    // Sent offline: handed to mqtt.js, which keeps it for a connection
+    // that never comes.
+    let answer = null;
+    s.send(7, 'm-offline', 'written offline').then(
+      (v) => (answer = { sent: v }),
+      (e) => (answer = { err: e }),
+    );
+    await until(() => rec.refused.length === 1, 'the session stops', 15000);
+    await until(() => answer !== null, 'the send queued offline answered once the session stopped', 3000);
+    assert.ok(answer.err, `the send was answered ${JSON.stringify(answer)}`);
+    assert.match(answer.err.message, /refused/);
+    // No reason code: Sync keeps it in the outbox, for a later page.
+    assert.equal(answer.err.reasonCode, undefined);
+    assert.deepEqual(srv.publishes, [], 'a publish reached the server');
+  } finally {
+    s.close();
+    await srv.close();
+  }
+});
+
 test('a connection that gets in resets the count of new client ids', async () => {
   const srv = await startServer();
   let n = 0;

@@ -727,6 +727,40 @@ test('an object-store upload whose completion finds nothing under the URL though
   }
 });
 
+for (const retried of [false, true]) {
+  const which = retried ? 'Retry\'s completion' : 'completion';
+  test(`an object-store upload whose ${which} finds nothing under the URL because another completion of the bytes took them (the one whose answer was lost, still running on another node) is that upload: no second PUT, no second ticket`, async () => {
+    const opened = [];
+    globalThis.XMLHttpRequest = storeXHR([200], opened);
+    const { ApiError } = await import('../src/api.js');
+    // The first completion's answer is lost (the network); the one sent
+    // again finds the object gone, the first having completed the
+    // upload with it.
+    let lost = retried ? 1 : 0;
+    const chatd = {
+      complete(id) {
+        if (lost-- > 0) throw new ApiError(0, 'network', 'network error: Failed to fetch');
+        throw new ApiError(400, 'invalid', `upload ${id} has no bytes yet: PUT them to the ticket's url first`);
+      },
+      get: (id) => ({ uploadId: id, state: 'complete', attachment: storedAttachment(id) }),
+    };
+    try {
+      const up = new Uploader(storeApi(chatd));
+      const file = { name: 'a.txt', type: 'text/plain', size: 3 };
+      let handle = {};
+      if (retried) {
+        await assert.rejects(up.upload(7, file, () => {}, handle), (e) => e.code === 'network');
+        handle = retryHandle(handle);
+      }
+      assert.deepEqual(await up.upload(7, file, () => {}, handle), storedAttachment('u1'));
+      assert.deepEqual(opened, ['https://store.example/u1'], 'the bytes the store held were sent again');
+      assert.equal(chatd.tickets, 1, 'a second ticket was asked for: the file charged again against the day\'s bytes');
+    } finally {
+      delete globalThis.XMLHttpRequest;
+    }
+  });
+}
+
 test('an object-store upload whose Retry finds it sent already in a message fails saying so, rather than return it or send the file again', async () => {
   const opened = [];
   globalThis.XMLHttpRequest = storeXHR(['lost'], opened);
