@@ -923,6 +923,9 @@ func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (
 	}
 	info, err := s.cfg.Blobs.Stat(ctx, rec.BlobKey)
 	if errors.Is(err, chat.ErrBlobNotFound) {
+		if u, ok := s.completedElsewhere(ctx, id); ok {
+			return u, nil
+		}
 		return chat.Upload{}, chat.Errorf(chat.CodeInvalid, "upload %s has no bytes yet: PUT them to the ticket's url first", id)
 	}
 	if err != nil {
@@ -934,11 +937,17 @@ func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (
 	}
 	r, err := s.cfg.Blobs.Open(ctx, rec.BlobKey)
 	if err != nil {
+		if u, ok := s.completedElsewhere(ctx, id); ok {
+			return u, nil
+		}
 		return chat.Upload{}, chat.Unavailable("read the upload", err)
 	}
 	defer r.Close()
 	head := make([]byte, min(rec.DeclaredSize, media.HeadLen))
 	if _, err := io.ReadFull(r, head); err != nil {
+		if u, ok := s.completedElsewhere(ctx, id); ok {
+			return u, nil
+		}
 		return chat.Upload{}, chat.Unavailable("read the upload", err)
 	}
 	ctype, err := media.Sniff(head, rec.DeclaredType, s.types(rec.Purpose))
@@ -957,6 +966,9 @@ func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (
 		return chat.Upload{}, err
 	}
 	if err := s.cfg.Blobs.Put(ctx, rec.BlobKey, stripped(head, r, ctype, h), rec.DeclaredSize, ctype); err != nil {
+		if u, ok := s.completedElsewhere(ctx, id); ok {
+			return u, nil // the copy stays queued for deletion
+		}
 		return chat.Upload{}, chat.Unavailable("copy the upload", err)
 	}
 	u, err := s.finish(ctx, rec, ctype, hexSum(h))
@@ -975,6 +987,22 @@ func (s *Service) CompleteUpload(ctx context.Context, userID int64, id string) (
 	// Queued already for when its URL expires; gone now.
 	s.deleteNow(ctx, uploaded, "delete a completed upload's object", id)
 	return u, nil
+}
+
+// completedElsewhere is upload id as another completion of it left it,
+// when one did: the same POST sent again (its answer lost) may reach
+// another node while this one runs, and the winner copies the bytes to a
+// key of its own and deletes the object this one found pending, so this
+// one finds nothing under the URL, or the object gone mid-read. Such a
+// completion is answered as a repeated one is, with the upload completed,
+// not as one sent before any bytes (which made clients take a new ticket,
+// the file stored and charged twice).
+func (s *Service) completedElsewhere(ctx context.Context, id string) (chat.Upload, bool) {
+	cur, err := s.cfg.Store.GetUpload(context.WithoutCancel(ctx), id)
+	if err != nil || cur.State == chat.UploadPending {
+		return chat.Upload{}, false
+	}
+	return s.view(cur), true
 }
 
 // deleteNow deletes a blob whose deletion is queued besides, sooner than
