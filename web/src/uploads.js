@@ -158,6 +158,34 @@ export function sameFile(a, b) {
 }
 
 /**
+ * Entry e as kept (see UploadTickets), or null when it is not one this
+ * page can go on with: storage is anyone's to write, and an entry of
+ * another version or a corrupted one must not send a file to a URL it
+ * does not name (a ticket without its url), nor keep one for ever (one
+ * without a readable expiresAt would never be taken for expiring). A
+ * ticket it cannot use is no ticket: its key, if any, asks for it again.
+ */
+function entryOf(e) {
+  if (!e || typeof e !== 'object' || !Number.isSafeInteger(e.cid) || typeof e.at !== 'number') return null;
+  const f = e.file;
+  if (!f || typeof f !== 'object' || typeof f.name !== 'string' || !Number.isSafeInteger(f.size) || typeof f.lastModified !== 'number' || typeof f.type !== 'string') return null;
+  const t = e.ticket;
+  const usable =
+    t &&
+    typeof t === 'object' &&
+    typeof t.uploadId === 'string' &&
+    typeof t.url === 'string' &&
+    t.url !== '' &&
+    !Number.isNaN(Date.parse(t.expiresAt)) &&
+    (t.completeUrl === undefined || typeof t.completeUrl === 'string') &&
+    (t.method === undefined || typeof t.method === 'string') &&
+    (t.headers === undefined || (t.headers !== null && typeof t.headers === 'object'));
+  const ticketKey = typeof e.ticketKey === 'string' && e.ticketKey !== '' ? e.ticketKey : null;
+  if (!usable && !ticketKey) return null;
+  return { cid: e.cid, file: { name: f.name, size: f.size, lastModified: f.lastModified, type: f.type }, ticket: usable ? t : null, ticketKey, at: e.at };
+}
+
+/**
  * The tray's tickets of user userId, kept in localStorage as the outbox
  * keeps unsent messages (store/outbox.js), so that a reload, a crashed tab
  * or a closed browser in the middle of an upload does not lose it: the
@@ -181,15 +209,17 @@ export class UploadTickets {
 
   /** Every kept ticket not past TICKET_KEEP_MS, oldest first. */
   list() {
+    let raw = null;
     let all = [];
     try {
-      all = JSON.parse(this.storage?.getItem(this.key) || '[]');
+      raw = this.storage?.getItem(this.key) ?? null;
+      all = JSON.parse(raw || '[]');
     } catch {
       // Unreadable (or unavailable): nothing kept.
     }
-    if (!Array.isArray(all)) return [];
-    const live = all.filter((e) => e && Number.isSafeInteger(e.cid) && e.file && typeof e.at === 'number' && this.now() - e.at < TICKET_KEEP_MS && (e.ticket || e.ticketKey));
-    if (live.length !== all.length) this.save(live);
+    if (!Array.isArray(all)) all = [];
+    const live = all.map(entryOf).filter((e) => e && this.now() - e.at < TICKET_KEEP_MS);
+    if (raw !== null && JSON.stringify(live) !== raw) this.save(live);
     return live;
   }
 

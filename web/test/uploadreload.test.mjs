@@ -377,3 +377,32 @@ test('switching conversations keeps the uploads the tray stops; coming back show
     assert.equal(c.tickets.length, 1);
   });
 });
+
+test('a kept entry this page cannot use (corrupted, or of another version: a ticket without its URL or expiry) is no ticket: the file picked again uploads and completes', async () => {
+  const file = minutes();
+  const tickets = ['u1', { uploadId: 'u1' }, { uploadId: 'u1', url: '/v1/uploads/u1', method: 'PUT' }, { uploadId: 'u1', url: '/v1/uploads/u1', expiresAt: 'soon' }];
+  for (const ticket of tickets) {
+    const c = fakeChatd();
+    const storage = memoryStorage();
+    storage.setItem('chatd.uploads.8', JSON.stringify([{ cid: CONV, file, ticket, ticketKey: null, at: Date.now() }, { cid: CONV, file: 'plan.pdf', ticketKey: 'k2', at: Date.now() }]));
+    await withBrowser(c, async () => {
+      const p = page(c, storage);
+      p.tray.restore();
+      assert.equal(p.waiting().length, 0, `kept ${JSON.stringify(ticket)}: an entry that is no upload is shown`);
+      p.tray.add([minutes()]);
+      await itemOnce(p, 'done');
+      assert.equal(c.tickets.length, 1, `kept ${JSON.stringify(ticket)}: no ticket was asked for`);
+      assert.deepEqual(c.puts, ['/v1/uploads/u1']);
+    });
+  }
+  // A ticket's key kept without its ticket is asked again with that key.
+  const c = fakeChatd();
+  const storage = memoryStorage();
+  storage.setItem('chatd.uploads.8', JSON.stringify([{ cid: CONV, file, ticket: { uploadId: 'u9' }, ticketKey: 'k1', at: Date.now() }]));
+  await withBrowser(c, async () => {
+    const p = page(c, storage);
+    p.tray.add([minutes()]);
+    await itemOnce(p, 'done');
+    assert.deepEqual(c.tickets.map((t) => t.key), ['k1']);
+  });
+});
