@@ -200,11 +200,45 @@ export class UploadTickets {
   /**
    * @param {number} userId
    * @param {Storage|null} storage
+   * @param {() => number} now
+   * @param {LockManager|null} locks the browser's Web Locks (claim)
    */
-  constructor(userId, storage = globalThis.localStorage ?? null, now = () => Date.now()) {
+  constructor(userId, storage = globalThis.localStorage ?? null, now = () => Date.now(), locks = globalThis.navigator?.locks ?? null) {
     this.key = TICKETS_PREFIX + userId;
     this.storage = storage;
     this.now = now;
+    this.locks = locks;
+  }
+
+  /**
+   * Claims the upload of file for cid for this page until the returned
+   * release() is called (the file sent, removed, or the tray cleared) or
+   * the page goes (a reload, a closed or crashed tab: the browser ends
+   * its locks); it resolves to null while another page of this browser
+   * holds it. localStorage is every tab's: without the claim, the same
+   * file picked in a second tab of the user would go on with the upload
+   * the first is still PUTting or holds complete in its tray, and both
+   * would send it (chatd refuses the second, 409 conflict). A browser
+   * without Web Locks (an insecure origin) claims every upload.
+   * @returns {Promise<(() => void)|null>}
+   */
+  claim(cid, file) {
+    if (!this.locks) return Promise.resolve(() => {});
+    const name = `${this.key} ${JSON.stringify([cid, fingerprint(file)])}`;
+    return new Promise((resolve) => {
+      let release = () => {};
+      const held = new Promise((r) => (release = r));
+      this.locks
+        .request(name, { ifAvailable: true }, (lock) => {
+          if (!lock) {
+            resolve(null);
+            return undefined;
+          }
+          resolve(() => release());
+          return held;
+        })
+        .catch(() => resolve(() => {})); // no lock to be had: as without Web Locks
+    });
   }
 
   /** Every kept ticket not past TICKET_KEEP_MS, oldest first. */
@@ -295,14 +329,15 @@ export class UploadTickets {
 export class Uploader {
   /**
    * @param {import('./api.js').Api} api
-   * @param {{userId?: number|null, storage?: Storage|null}} [opts] whose
+   * @param {{userId?: number|null, storage?: Storage|null, locks?: LockManager|null}} [opts] whose
    *   uploads these are: with a userId, the tray's tickets are kept
-   *   (UploadTickets) across a reload
+   *   (UploadTickets) across a reload, each claimed by the page it goes
+   *   on in (locks: the browser's Web Locks, see UploadTickets.claim)
    */
-  constructor(api, { userId = null, storage = globalThis.localStorage ?? null } = {}) {
+  constructor(api, { userId = null, storage = globalThis.localStorage ?? null, locks = globalThis.navigator?.locks ?? null } = {}) {
     this.api = api;
     /** @type {UploadTickets|null} */
-    this.tickets = userId === null ? null : new UploadTickets(userId, storage);
+    this.tickets = userId === null ? null : new UploadTickets(userId, storage, undefined, locks);
     // How many waits (see patiently in send) a step of an upload sits
     // through before it fails, Retry then the user's.
     this.busyWaits = 10;

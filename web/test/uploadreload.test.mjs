@@ -123,9 +123,35 @@ function fakeChatd({ objectStore = false, urlValidMs = 15 * 60000 } = {}) {
   return c;
 }
 
-/** A page of user uid: an Uploader keeping its tickets in storage, and the composer's tray for conversation cid. */
-function page(c, storage, { uid = ME, cid = CONV } = {}) {
-  const up = new uploads.Uploader(c.api, { userId: uid, storage });
+/**
+ * The Web Locks of one browser (navigator.locks, exclusive and ifAvailable
+ * only) as its tabs see them: tab() is a tab's, whose locks go when it does
+ * (gone(): closed, reloaded or crashed), as a browser releases them.
+ */
+function browserLocks() {
+  const held = new Set();
+  return () => {
+    let gone;
+    const death = new Promise((r) => (gone = r));
+    const locks = {
+      async request(name, opts, cb) {
+        assert.equal(opts?.ifAvailable, true, 'a lock waited for');
+        if (held.has(name)) return cb(null);
+        held.add(name);
+        try {
+          return await Promise.race([cb({ name, mode: 'exclusive' }), death]);
+        } finally {
+          held.delete(name);
+        }
+      },
+    };
+    return { locks, gone };
+  };
+}
+
+/** A page of user uid: an Uploader keeping its tickets in storage (locks: its tab's navigator.locks), and the composer's tray for conversation cid. */
+function page(c, storage, { uid = ME, cid = CONV, locks = null } = {}) {
+  const up = new uploads.Uploader(c.api, { userId: uid, storage, locks });
   up.stallMs = 1000; // the abandoned page's PUT gives up soon: node waits for its timer
   const tray = createTray(up, () => cid, () => {});
   return { up, tray, items: () => tray.el.findAll('tray-item'), waiting: () => tray.el.findAll('tray-waiting') };
@@ -376,6 +402,39 @@ test('switching conversations keeps the uploads the tray stops; coming back show
     assert.equal(tray.el.findAll('tray-item')[0]?.dataset.status, 'done');
     assert.equal(c.tickets.length, 1);
   });
+});
+
+test("two tabs of the user picking the same file for the conversation make an upload each: neither PUTs to, completes nor sends the other's; once a tab is gone its upload resumes", async () => {
+  for (const first of ['hang', 'ok']) {
+    const c = fakeChatd();
+    const storage = memoryStorage();
+    const tab = browserLocks();
+    await withBrowser(c, async () => {
+      c.script.push(first);
+      const one = tab();
+      const a = page(c, storage, { locks: one.locks });
+      a.tray.add([minutes()]);
+      if (first === 'ok') await itemOnce(a, 'done');
+      else await settle();
+      assert.equal(c.puts.length, 1);
+      // The same user's other tab, the same file, while the first still has it.
+      const b = page(c, storage, { locks: tab().locks });
+      b.tray.add([minutes()]);
+      await itemOnce(b, 'done');
+      assert.equal(c.tickets.length, 2, `first tab ${first}: the second tab took the first's upload (PUTs ${JSON.stringify(c.puts)}): both would send it, chatd refuses the second 409`);
+      assert.notEqual(c.tickets[1].key, c.tickets[0].key);
+      assert.deepEqual(b.tray.take().map((x) => x.id), ['u2']);
+      assert.equal(new uploads.UploadTickets(ME, storage).list().length, 1, "the second tab's send forgot the first's upload");
+      // The first tab goes (reloaded, closed, crashed): the file picked again resumes its upload.
+      one.gone();
+      await settle();
+      const again = page(c, storage, { locks: tab().locks });
+      again.tray.add([minutes()]);
+      await itemOnce(again, 'done');
+      assert.equal(c.tickets.length, 2, `first tab ${first}: the upload of the tab that went was not resumed`);
+      assert.deepEqual(again.tray.take().map((x) => x.id), ['u1']);
+    });
+  }
 });
 
 test('a kept entry this page cannot use (corrupted, or of another version: a ticket without its URL or expiry) is no ticket: the file picked again uploads and completes', async () => {
