@@ -127,7 +127,7 @@ function sameKind(served, declared) {
  */
 const UPLOAD_WAIT_S = 60;
 
-/** Where UploadTickets keeps a user's tickets: PREFIX + user id. */
+/** Where UploadTickets keeps a user's tickets: PREFIX + user id + '/' + which upload. */
 const TICKETS_PREFIX = 'chatd.uploads.';
 
 /**
@@ -194,7 +194,12 @@ function entryOf(e) {
  * than a new one charged again against the day's bytes. An entry is
  * {cid, file: fingerprint, ticket, ticketKey, at}: at is when it was made
  * (TICKET_KEEP_MS). Entries are the user's alone: another user's are never
- * read, and go when someone else signs in here (forgetOthers).
+ * read, and go when someone else signs in here (forgetOthers). Each is
+ * under a key of its own (keyOf), never in a list of them all: the tabs
+ * of a browser share localStorage, and one tab's read and then write of a
+ * key are not ordered against another's (each reads a copy of its own
+ * that the other's writes reach later), so a list written back by two
+ * tabs at once loses the entry of one.
  */
 export class UploadTickets {
   /**
@@ -204,7 +209,8 @@ export class UploadTickets {
    * @param {LockManager|null} locks the browser's Web Locks (claim)
    */
   constructor(userId, storage = globalThis.localStorage ?? null, now = () => Date.now(), locks = globalThis.navigator?.locks ?? null) {
-    this.key = TICKETS_PREFIX + userId;
+    /** Where this user's entries are kept: one key each, PREFIX + user id + '/' + which upload. */
+    this.prefix = `${TICKETS_PREFIX}${userId}/`;
     this.storage = storage;
     this.now = now;
     this.locks = locks;
@@ -224,7 +230,7 @@ export class UploadTickets {
    */
   claim(cid, file) {
     if (!this.locks) return Promise.resolve(() => {});
-    const name = `${this.key} ${JSON.stringify([cid, fingerprint(file)])}`;
+    const name = this.keyOf(cid, file);
     return new Promise((resolve) => {
       let release = () => {};
       const held = new Promise((r) => (release = r));
@@ -241,26 +247,52 @@ export class UploadTickets {
     });
   }
 
+  /** Where the upload of file for cid is kept: a key of its own (see UploadTickets). */
+  keyOf(cid, file) {
+    return this.prefix + JSON.stringify([cid, fingerprint(file)]);
+  }
+
   /** Every kept ticket not past TICKET_KEEP_MS, oldest first. */
   list() {
-    let raw = null;
-    let all = [];
+    const keys = [];
     try {
-      raw = this.storage?.getItem(this.key) ?? null;
-      all = JSON.parse(raw || '[]');
+      for (let i = 0; i < (this.storage?.length ?? 0); i++) {
+        const k = this.storage.key(i);
+        if (k && k.startsWith(this.prefix)) keys.push(k);
+      }
+    } catch {
+      // Unavailable: nothing kept.
+    }
+    const live = [];
+    for (const k of keys) {
+      const e = this.read(k);
+      if (e && k === this.keyOf(e.cid, e.file)) live.push(e);
+      else this.remove(k);
+    }
+    return live.sort((a, b) => a.at - b.at);
+  }
+
+  /**
+   * The entry kept under key k, or null (and it goes) when there is none
+   * this page can use or it is past TICKET_KEEP_MS.
+   */
+  read(k) {
+    let raw = null;
+    let e = null;
+    try {
+      raw = this.storage?.getItem(k) ?? null;
+      e = entryOf(JSON.parse(raw ?? 'null'));
     } catch {
       // Unreadable (or unavailable): nothing kept.
     }
-    if (!Array.isArray(all)) all = [];
-    const live = all.map(entryOf).filter((e) => e && this.now() - e.at < TICKET_KEEP_MS);
-    if (raw !== null && JSON.stringify(live) !== raw) this.save(live);
-    return live;
+    if (e && this.now() - e.at < TICKET_KEEP_MS) return e;
+    if (raw !== null) this.remove(k);
+    return null;
   }
 
   /** The kept entry of file for conversation cid, or null. */
   find(cid, file) {
-    const f = fingerprint(file);
-    return this.list().find((e) => e.cid === cid && sameFile(e.file, f)) ?? null;
+    return this.read(this.keyOf(cid, file));
   }
 
   /**
@@ -271,58 +303,59 @@ export class UploadTickets {
   keep(cid, file, ticket, ticketKey) {
     if (!ticket && !ticketKey) return this.forget(cid, file);
     const f = fingerprint(file);
-    const all = this.list();
-    const i = all.findIndex((e) => e.cid === cid && sameFile(e.file, f));
+    const was = this.find(cid, f);
     // A new key is a new upload: its time starts anew.
-    const at = i >= 0 && all[i].ticketKey === ticketKey ? all[i].at : this.now();
+    const at = was && was.ticketKey === ticketKey ? was.at : this.now();
     const e = { cid, file: f, ticket: ticket ? { ...ticket } : null, ticketKey: ticketKey ?? null, at };
-    if (i >= 0) all[i] = e;
-    else all.push(e);
-    this.save(all);
-  }
-
-  /** Forgets the upload of file for cid: sent in a message, removed from the tray, or refused. */
-  forget(cid, file) {
-    const f = fingerprint(file);
-    const all = this.list();
-    const rest = all.filter((e) => !(e.cid === cid && sameFile(e.file, f)));
-    if (rest.length !== all.length) this.save(rest);
-  }
-
-  save(list) {
     try {
-      if (list.length) this.storage?.setItem(this.key, JSON.stringify(list));
-      else this.storage?.removeItem(this.key);
+      this.storage?.setItem(this.keyOf(cid, f), JSON.stringify(e));
     } catch {
       // Full or unavailable (a private window): the upload goes on from
       // this page, it just does not survive it.
     }
   }
 
-  /** Signing out: user userId's tickets do not stay in the browser for the next person. */
-  static clearUser(userId, storage = globalThis.localStorage ?? null) {
+  /** Forgets the upload of file for cid: sent in a message, removed from the tray, or refused. */
+  forget(cid, file) {
+    this.remove(this.keyOf(cid, file));
+  }
+
+  remove(k) {
     try {
-      storage?.removeItem(TICKETS_PREFIX + userId);
+      this.storage?.removeItem(k);
     } catch {
       // Unavailable: nothing was kept.
     }
   }
 
+  /** Signing out: user userId's tickets do not stay in the browser for the next person. */
+  static clearUser(userId, storage = globalThis.localStorage ?? null) {
+    const mine = TICKETS_PREFIX + userId;
+    forgetKeys(storage, (k) => k === mine || k.startsWith(`${mine}/`));
+  }
+
   /**
    * Signing in as userId: the tickets anyone else left here (a token that
-   * expired while the browser was closed signs no one out) go.
+   * expired while the browser was closed signs no one out) go, and those
+   * of userId kept as another version did.
    */
   static forgetOthers(userId, storage = globalThis.localStorage ?? null) {
-    const keys = [];
-    try {
-      for (let i = 0; i < (storage?.length ?? 0); i++) {
-        const k = storage.key(i);
-        if (k && k.startsWith(TICKETS_PREFIX) && k !== TICKETS_PREFIX + userId) keys.push(k);
-      }
-      for (const k of keys) storage.removeItem(k);
-    } catch {
-      // Unavailable: nothing was kept.
+    const mine = `${TICKETS_PREFIX}${userId}/`;
+    forgetKeys(storage, (k) => k.startsWith(TICKETS_PREFIX) && !k.startsWith(mine));
+  }
+}
+
+/** Removes the keys of storage that gone(key) picks. */
+function forgetKeys(storage, gone) {
+  const keys = [];
+  try {
+    for (let i = 0; i < (storage?.length ?? 0); i++) {
+      const k = storage.key(i);
+      if (k && gone(k)) keys.push(k);
     }
+    for (const k of keys) storage.removeItem(k);
+  } catch {
+    // Unavailable: nothing was kept.
   }
 }
 

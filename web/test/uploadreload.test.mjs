@@ -31,6 +31,53 @@ function memoryStorage() {
 /** The file the user picks, and picks again after the reload: a File's fields. */
 const minutes = () => ({ name: 'minutes.txt', type: 'text/plain', size: 40000, lastModified: 1765000000000 });
 
+/** The localStorage key of user ME's kept upload of file for conversation cid. */
+const keptAt = (cid, f) => `chatd.uploads.${ME}/${JSON.stringify([cid, { name: f.name, size: f.size, lastModified: f.lastModified, type: f.type }])}`;
+
+/**
+ * One browser's localStorage as its tabs see it: each tab reads and writes
+ * a copy of its own, which the other tabs' writes reach only later
+ * (flush), as in browsers that run tabs in processes of their own: one
+ * tab's read and then write of a key are not ordered against another's.
+ */
+function tabbedStorage() {
+  const shared = new Map();
+  const pending = [];
+  const views = [];
+  const tab = () => {
+    const m = new Map(shared);
+    const view = {
+      get length() {
+        return m.size;
+      },
+      key: (i) => [...m.keys()][i] ?? null,
+      getItem: (k) => (m.has(k) ? m.get(k) : null),
+      setItem: (k, v) => {
+        m.set(k, String(v));
+        pending.push([k, String(v)]);
+      },
+      removeItem: (k) => {
+        m.delete(k);
+        pending.push([k, null]);
+      },
+      map: m,
+    };
+    views.push(view);
+    return view;
+  };
+  const flush = () => {
+    for (const [k, v] of pending.splice(0)) {
+      if (v === null) shared.delete(k);
+      else shared.set(k, v);
+    }
+    for (const view of views) {
+      view.map.clear();
+      for (const [k, v] of shared) view.map.set(k, v);
+    }
+  };
+  return { tab, flush };
+}
+
 const settle = async () => {
   for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
 };
@@ -348,7 +395,7 @@ test('a kept ticket is its user\'s and its conversation\'s alone, forgotten when
     assert.notEqual(c.tickets[2].key, c.tickets[0].key, "another conversation's upload was used");
     // User 9 signs in here: what 8 left goes.
     uploads.UploadTickets.forgetOthers(9, storage);
-    assert.deepEqual([...storage.map.keys()], ['chatd.uploads.9']);
+    assert.deepEqual([...storage.map.keys()].map((k) => k.split('/')[0]), ['chatd.uploads.9']);
     assert.equal(new uploads.UploadTickets(ME, storage).list().length, 0);
     // Past the upload's lifetime (upload_ttl), a kept ticket goes.
     const kept = new uploads.UploadTickets(9, storage, () => Date.now() + uploads.TICKET_KEEP_MS + 1000);
@@ -443,7 +490,11 @@ test('a kept entry this page cannot use (corrupted, or of another version: a tic
   for (const ticket of tickets) {
     const c = fakeChatd();
     const storage = memoryStorage();
-    storage.setItem('chatd.uploads.8', JSON.stringify([{ cid: CONV, file, ticket, ticketKey: null, at: Date.now() }, { cid: CONV, file: 'plan.pdf', ticketKey: 'k2', at: Date.now() }]));
+    storage.setItem(keptAt(CONV, file), JSON.stringify({ cid: CONV, file, ticket, ticketKey: null, at: Date.now() }));
+    storage.setItem(`chatd.uploads.${ME}/x`, JSON.stringify({ cid: CONV, file: 'plan.pdf', ticketKey: 'k2', at: Date.now() }));
+    storage.setItem(`chatd.uploads.${ME}/y`, '{"cid":');
+    // As the first version kept them: a list under the user's key.
+    storage.setItem(`chatd.uploads.${ME}`, JSON.stringify([{ cid: CONV, file, ticket: { uploadId: 'u5', url: '/v1/uploads/u5', expiresAt: new Date(Date.now() + 60000).toISOString() }, ticketKey: 'k5', at: Date.now() }]));
     await withBrowser(c, async () => {
       const p = page(c, storage);
       p.tray.restore();
@@ -457,11 +508,35 @@ test('a kept entry this page cannot use (corrupted, or of another version: a tic
   // A ticket's key kept without its ticket is asked again with that key.
   const c = fakeChatd();
   const storage = memoryStorage();
-  storage.setItem('chatd.uploads.8', JSON.stringify([{ cid: CONV, file, ticket: { uploadId: 'u9' }, ticketKey: 'k1', at: Date.now() }]));
+  storage.setItem(keptAt(CONV, file), JSON.stringify({ cid: CONV, file, ticket: { uploadId: 'u9' }, ticketKey: 'k1', at: Date.now() }));
   await withBrowser(c, async () => {
     const p = page(c, storage);
     p.tray.add([minutes()]);
     await itemOnce(p, 'done');
     assert.deepEqual(c.tickets.map((t) => t.key), ['k1']);
+  });
+});
+
+test("two tabs of the user keeping uploads at the same moment keep both: one tab's write does not undo the other's", async () => {
+  const c = fakeChatd();
+  const browser = tabbedStorage();
+  await withBrowser(c, async () => {
+    c.script.push('hang', 'hang');
+    const plan = { name: 'plan.pdf', type: 'application/pdf', size: 900, lastModified: 1765000000001 };
+    page(c, browser.tab()).tray.add([minutes()]);
+    page(c, browser.tab()).tray.add([plan]);
+    await settle();
+    browser.flush();
+    // Both tabs reloaded (or the browser restarted): both uploads are there.
+    const after = page(c, browser.tab());
+    after.tray.restore();
+    assert.equal(after.waiting().length, 2, "a tab's upload was lost to the other tab's write");
+    after.tray.add([minutes(), plan]);
+    for (let i = 0; i < 50 && !after.items().every((it) => it.dataset.status === 'done'); i++) await settle();
+    assert.deepEqual(
+      after.items().map((it) => it.dataset.status),
+      ['done', 'done'],
+    );
+    assert.equal(c.tickets.length, 2, 'an upload was asked for again, charged again');
   });
 });
