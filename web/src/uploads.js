@@ -142,12 +142,29 @@ export const TICKET_KEEP_MS = 24 * 60 * 60 * 1000;
 /**
  * What tells a file picked again from the one picked before a reload: its
  * name, size, last modification and type, as the browser gives them. The
- * bytes are not read: a file changed since has another lastModified (or
- * size), and chatd refuses other bytes (or completes them as another
- * file, which send finds out).
+ * bytes are not read here: a file changed since mostly has another
+ * lastModified (or size), and chatd refuses other bytes PUT to a complete
+ * upload; one edited within the same second to the same size, whose kept
+ * upload holds every byte of the one before, send finds out from the
+ * upload's sha256 (sha256Of).
  */
 function fingerprint(file) {
   return { name: file.name || '', size: file.size, lastModified: file.lastModified ?? 0, type: file.type || '' };
+}
+
+/**
+ * The SHA-256 of file's bytes (hex), or null when this browser cannot tell
+ * (no SubtleCrypto: an insecure origin; not a File).
+ */
+async function sha256Of(file) {
+  const subtle = globalThis.crypto?.subtle;
+  if (!subtle || typeof file?.arrayBuffer !== 'function') return null;
+  try {
+    const d = await subtle.digest('SHA-256', await file.arrayBuffer());
+    return [...new Uint8Array(d)].map((b) => b.toString(16).padStart(2, '0')).join('');
+  } catch {
+    return null; // unreadable (the file went since it was picked): chatd's checks stand
+  }
 }
 
 /** Whether a and b (files, or fingerprints of them) are the same file as far as picking it again tells. */
@@ -512,15 +529,28 @@ export class Uploader {
           }
           throw e;
         }
+        // Complete with bytes that are not this file's: a file picked
+        // again after a reload with the name, size, type and modification
+        // time of the one before, edited within the second. It is
+        // uploaded anew, and the kept upload is not sent for it.
+        const other = a?.sha256 ? await sha256Of(file).then((h) => h !== null && h !== a.sha256) : false;
         check();
+        if (other) {
+          a = null;
+          t = null;
+          handle.ticket = handle.ticketKey = null;
+          kept();
+        }
         if (a) {
           keptDone(t, handle.ticketKey);
           handle.ticket = handle.ticketKey = null;
           onProgress(file.size, file.size);
           return a;
         }
-        t.sent = false; // they never arrived: they go again
-        kept();
+        if (t) {
+          t.sent = false; // they never arrived: they go again
+          kept();
+        }
       }
       if (!t || expiring(t)) {
         if (t) handle.ticketKey = null; // expiring: a new ticket, a new key

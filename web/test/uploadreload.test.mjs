@@ -78,6 +78,8 @@ function tabbedStorage() {
   return { tab, flush };
 }
 
+const hex = (b) => [...new Uint8Array(b)].map((x) => x.toString(16).padStart(2, '0')).join('');
+
 const settle = async () => {
   for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
 };
@@ -92,7 +94,7 @@ const settle = async () => {
  * complete upload. objectStore makes tickets with a completeUrl.
  */
 function fakeChatd({ objectStore = false, urlValidMs = 15 * 60000 } = {}) {
-  const c = { tickets: [], keys: new Map(), puts: [], completions: [], reads: [], script: [], uploads: new Map() };
+  const c = { tickets: [], keys: new Map(), puts: [], completions: [], reads: [], script: [], uploads: new Map(), bytes: [] };
   const ticket = (id) => ({
     uploadId: id,
     url: objectStore ? `https://store.example/${id}` : `/v1/uploads/${id}`,
@@ -101,7 +103,7 @@ function fakeChatd({ objectStore = false, urlValidMs = 15 * 60000 } = {}) {
     expiresAt: new Date(Date.now() + urlValidMs).toISOString(),
     ...(objectStore ? { completeUrl: `/v1/uploads/${id}/complete` } : {}),
   });
-  const attachment = (id) => ({ id, name: 'minutes.txt', contentType: 'text/plain', size: 40000 });
+  const attachment = (id) => ({ id, name: 'minutes.txt', contentType: 'text/plain', size: 40000, ...(c.uploads.get(id)?.sha256 ? { sha256: c.uploads.get(id).sha256 } : {}) });
   c.api = {
     token: 't',
     onUnauthorized() {},
@@ -151,6 +153,8 @@ function fakeChatd({ objectStore = false, urlValidMs = 15 * 60000 } = {}) {
       const what = c.script.shift() ?? 'ok';
       c.puts.push(this.url);
       const id = /(u\d+)$/.exec(this.url)[1];
+      // A File's bytes: the upload says which it holds (sha256), as chatd's does.
+      if (file instanceof Blob) c.bytes.push(file.arrayBuffer().then(async (b) => (c.uploads.get(id).sha256 = hex(await crypto.subtle.digest('SHA-256', b)))));
       setImmediate(() => this.upload.onprogress?.({ loaded: file.size / 3, total: file.size, lengthComputable: true }));
       if (what === 'hang') return;
       setImmediate(() => {
@@ -539,4 +543,30 @@ test("two tabs of the user keeping uploads at the same moment keep both: one tab
     );
     assert.equal(c.tickets.length, 2, 'an upload was asked for again, charged again');
   });
+});
+
+test('a file picked again with the name, size, type and modification time of a kept upload whose bytes all went, but other bytes (edited within the second), is uploaded anew: the kept upload is not sent for it', async () => {
+  const at = 1765000000000;
+  const file = (b) => new File([b.repeat(40000)], 'minutes.txt', { type: 'text/plain', lastModified: at });
+  for (const objectStore of [false, true]) {
+    for (const [picked, tickets, sent] of [
+      ['b', 2, 'u2'],
+      ['a', 1, 'u1'],
+    ]) {
+      const c = fakeChatd({ objectStore });
+      const storage = memoryStorage();
+      await withBrowser(c, async () => {
+        c.script.push('sent'); // every byte went; the page went before the answer
+        page(c, storage).tray.add([file('a')]);
+        await settle();
+        await Promise.all(c.bytes);
+        const after = page(c, storage);
+        after.tray.add([file(picked)]);
+        await itemOnce(after, 'done');
+        const what = `${objectStore ? 'object store' : 'chatd'}, ${picked === 'a' ? 'the same bytes' : 'other bytes'}`;
+        assert.equal(c.tickets.length, tickets, `${what}: ${tickets === 2 ? 'the file was taken for the kept upload, whose bytes are not its own' : 'a second ticket was asked for'}`);
+        assert.deepEqual(after.tray.take().map((a) => a.id), [sent], what);
+      });
+    }
+  }
 });
