@@ -211,6 +211,7 @@ func TestAClientThatStopsWhileFillingAGapSaysWhy(t *testing.T) {
 // to b are dropped. busy is the direct conversation of users 1 and 2.
 type joinAsked struct {
 	srv     *server.Server
+	px      *proxy // user 2's connection to srv
 	a, b    *client.Client
 	g, busy int64
 }
@@ -264,7 +265,7 @@ func askedAboutAJoinEntry(t *testing.T, requestTimeout time.Duration) joinAsked 
 		t.Fatal(err)
 	}
 	testkit.Receive(t, asked, 15*time.Second, "user 2's client did not ask chatd about its join entry within 15s")
-	return joinAsked{srv: srv, a: a, b: b, g: g.ID, busy: busy}
+	return joinAsked{srv: srv, px: px, a: a, b: b, g: g.ID, busy: busy}
 }
 
 // revokeTokensOf2 revokes every token of user 2 through a client of

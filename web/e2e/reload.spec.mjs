@@ -5,7 +5,7 @@
 // against the day's bytes, rather than a new ticket charged again. Run by
 // TestBrowserUploadInterruptedByAReloadIsResumedWhenTheFileIsPickedAgain,
 // which starts a chatd whose day's byte quota takes the file once, not
-// twice; by hand:
+// twice (the two-tab scenario uses a file small enough for three); by hand:
 //
 //   CHATD_URL=http://127.0.0.1:8080 FILE_BYTES=40000 QUOTA_BYTES=60000 node web/e2e/reload.spec.mjs
 //
@@ -149,5 +149,53 @@ test('a page reloaded in the middle of an upload, then removed from the tray, fo
   await trayGone(a.page);
   await reload(a.page, conv.id);
   await trayGone(a.page);
+  await finish(a);
+});
+
+test("two tabs of the user picking the same file make an upload each, both sent; once the first tab is closed, its upload resumes in another", async () => {
+  const { conv, a } = await openDirect(spec, 9957, 9958, []);
+  // A small file: the day's bytes take it three times over.
+  const file = { path: join(dir, 'agenda.txt'), bytes: Buffer.from('1. minutes\n2. budget\n3. any other business\n'.repeat(40)) };
+  writeFileSync(file.path, file.bytes);
+  // The first tab's PUT goes nowhere: it is still uploading the file.
+  let held = 0;
+  await a.page.route('**/v1/uploads/*', (route) => {
+    if (route.request().method() !== 'PUT') return route.continue();
+    held++;
+  });
+  const first = watch(a.page);
+  await a.page.getByTestId('file-input').setInputFiles(file.path);
+  await eventually(async () => assert.equal(held, 1));
+  // The same user's second tab, the same browser storage: the same file.
+  const tab = async () => {
+    const page = await a.context.newPage();
+    page.on('pageerror', (e) => a.errors.push(`pageerror: ${e.message}`));
+    await page.goto(spec.BASE);
+    await online(page, 20000);
+    await openConversation(page, conv.id);
+    return page;
+  };
+  const b = await tab();
+  const second = watch(b);
+  await b.getByTestId('file-input').setInputFiles(file.path);
+  await trayItem(b, 'done');
+  assert.equal(second.tickets, 1, 'the second tab took the upload the first is still PUTting: both would send it, the second refused 409');
+  assert.equal(second.puts.length, 1);
+  assert.notDeepEqual(second.puts, first.puts, 'both tabs PUT to one upload');
+  await b.getByTestId('send').click();
+  // The first tab is closed: its upload is resumed, not asked for again, where the file is picked next.
+  await a.page.close();
+  const c = await tab();
+  const third = watch(c);
+  await c.getByTestId('file-input').setInputFiles(file.path);
+  await trayItem(c, 'done');
+  assert.equal(third.tickets, 0, "a closed tab's upload was not resumed: a second ticket, charged again");
+  assert.deepEqual(third.puts, first.puts);
+  await c.getByTestId('send').click();
+  await eventually(async () => {
+    const { messages } = await spec.api(9958, 'GET', `/v1/conversations/${conv.id}/messages`);
+    assert.equal(messages.length, 2);
+    for (const m of messages) assert.equal(m.attachments?.[0]?.sha256, createHash('sha256').update(file.bytes).digest('hex'));
+  });
   await finish(a);
 });

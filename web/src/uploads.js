@@ -127,7 +127,7 @@ function sameKind(served, declared) {
  */
 const UPLOAD_WAIT_S = 60;
 
-/** Where UploadTickets keeps a user's tickets: PREFIX + user id. */
+/** Where UploadTickets keeps a user's tickets: PREFIX + user id + '/' + which upload. */
 const TICKETS_PREFIX = 'chatd.uploads.';
 
 /**
@@ -142,12 +142,29 @@ export const TICKET_KEEP_MS = 24 * 60 * 60 * 1000;
 /**
  * What tells a file picked again from the one picked before a reload: its
  * name, size, last modification and type, as the browser gives them. The
- * bytes are not read: a file changed since has another lastModified (or
- * size), and chatd refuses other bytes (or completes them as another
- * file, which send finds out).
+ * bytes are not read here: a file changed since mostly has another
+ * lastModified (or size), and chatd refuses other bytes PUT to a complete
+ * upload; one edited within the same second to the same size, whose kept
+ * upload holds every byte of the one before, send finds out from the
+ * upload's sha256 (sha256Of).
  */
 function fingerprint(file) {
   return { name: file.name || '', size: file.size, lastModified: file.lastModified ?? 0, type: file.type || '' };
+}
+
+/**
+ * The SHA-256 of file's bytes (hex), or null when this browser cannot tell
+ * (no SubtleCrypto: an insecure origin; not a File).
+ */
+async function sha256Of(file) {
+  const subtle = globalThis.crypto?.subtle;
+  if (!subtle || typeof file?.arrayBuffer !== 'function') return null;
+  try {
+    const d = await subtle.digest('SHA-256', await file.arrayBuffer());
+    return [...new Uint8Array(d)].map((b) => b.toString(16).padStart(2, '0')).join('');
+  } catch {
+    return null; // unreadable (the file went since it was picked): chatd's checks stand
+  }
 }
 
 /** Whether a and b (files, or fingerprints of them) are the same file as far as picking it again tells. */
@@ -155,6 +172,34 @@ export function sameFile(a, b) {
   a = fingerprint(a);
   b = fingerprint(b);
   return a.name === b.name && a.size === b.size && a.lastModified === b.lastModified && a.type === b.type;
+}
+
+/**
+ * Entry e as kept (see UploadTickets), or null when it is not one this
+ * page can go on with: storage is anyone's to write, and an entry of
+ * another version or a corrupted one must not send a file to a URL it
+ * does not name (a ticket without its url), nor keep one for ever (one
+ * without a readable expiresAt would never be taken for expiring). A
+ * ticket it cannot use is no ticket: its key, if any, asks for it again.
+ */
+function entryOf(e) {
+  if (!e || typeof e !== 'object' || !Number.isSafeInteger(e.cid) || typeof e.at !== 'number') return null;
+  const f = e.file;
+  if (!f || typeof f !== 'object' || typeof f.name !== 'string' || !Number.isSafeInteger(f.size) || typeof f.lastModified !== 'number' || typeof f.type !== 'string') return null;
+  const t = e.ticket;
+  const usable =
+    t &&
+    typeof t === 'object' &&
+    typeof t.uploadId === 'string' &&
+    typeof t.url === 'string' &&
+    t.url !== '' &&
+    !Number.isNaN(Date.parse(t.expiresAt)) &&
+    (t.completeUrl === undefined || typeof t.completeUrl === 'string') &&
+    (t.method === undefined || typeof t.method === 'string') &&
+    (t.headers === undefined || (t.headers !== null && typeof t.headers === 'object'));
+  const ticketKey = typeof e.ticketKey === 'string' && e.ticketKey !== '' ? e.ticketKey : null;
+  if (!usable && !ticketKey) return null;
+  return { cid: e.cid, file: { name: f.name, size: f.size, lastModified: f.lastModified, type: f.type }, ticket: usable ? t : null, ticketKey, at: e.at };
 }
 
 /**
@@ -166,37 +211,105 @@ export function sameFile(a, b) {
  * than a new one charged again against the day's bytes. An entry is
  * {cid, file: fingerprint, ticket, ticketKey, at}: at is when it was made
  * (TICKET_KEEP_MS). Entries are the user's alone: another user's are never
- * read, and go when someone else signs in here (forgetOthers).
+ * read, and go when someone else signs in here (forgetOthers). Each is
+ * under a key of its own (keyOf), never in a list of them all: the tabs
+ * of a browser share localStorage, and one tab's read and then write of a
+ * key are not ordered against another's (each reads a copy of its own
+ * that the other's writes reach later), so a list written back by two
+ * tabs at once loses the entry of one.
  */
 export class UploadTickets {
   /**
    * @param {number} userId
    * @param {Storage|null} storage
+   * @param {() => number} now
+   * @param {LockManager|null} locks the browser's Web Locks (claim)
    */
-  constructor(userId, storage = globalThis.localStorage ?? null, now = () => Date.now()) {
-    this.key = TICKETS_PREFIX + userId;
+  constructor(userId, storage = globalThis.localStorage ?? null, now = () => Date.now(), locks = globalThis.navigator?.locks ?? null) {
+    /** Where this user's entries are kept: one key each, PREFIX + user id + '/' + which upload. */
+    this.prefix = `${TICKETS_PREFIX}${userId}/`;
     this.storage = storage;
     this.now = now;
+    this.locks = locks;
+  }
+
+  /**
+   * Claims the upload of file for cid for this page until the returned
+   * release() is called (the file sent, removed, or the tray cleared) or
+   * the page goes (a reload, a closed or crashed tab: the browser ends
+   * its locks); it resolves to null while another page of this browser
+   * holds it. localStorage is every tab's: without the claim, the same
+   * file picked in a second tab of the user would go on with the upload
+   * the first is still PUTting or holds complete in its tray, and both
+   * would send it (chatd refuses the second, 409 conflict). A browser
+   * without Web Locks (an insecure origin) claims every upload.
+   * @returns {Promise<(() => void)|null>}
+   */
+  claim(cid, file) {
+    if (!this.locks) return Promise.resolve(() => {});
+    const name = this.keyOf(cid, file);
+    return new Promise((resolve) => {
+      let release = () => {};
+      const held = new Promise((r) => (release = r));
+      this.locks
+        .request(name, { ifAvailable: true }, (lock) => {
+          if (!lock) {
+            resolve(null);
+            return undefined;
+          }
+          resolve(() => release());
+          return held;
+        })
+        .catch(() => resolve(() => {})); // no lock to be had: as without Web Locks
+    });
+  }
+
+  /** Where the upload of file for cid is kept: a key of its own (see UploadTickets). */
+  keyOf(cid, file) {
+    return this.prefix + JSON.stringify([cid, fingerprint(file)]);
   }
 
   /** Every kept ticket not past TICKET_KEEP_MS, oldest first. */
   list() {
-    let all = [];
+    const keys = [];
     try {
-      all = JSON.parse(this.storage?.getItem(this.key) || '[]');
+      for (let i = 0; i < (this.storage?.length ?? 0); i++) {
+        const k = this.storage.key(i);
+        if (k && k.startsWith(this.prefix)) keys.push(k);
+      }
+    } catch {
+      // Unavailable: nothing kept.
+    }
+    const live = [];
+    for (const k of keys) {
+      const e = this.read(k);
+      if (e && k === this.keyOf(e.cid, e.file)) live.push(e);
+      else this.remove(k);
+    }
+    return live.sort((a, b) => a.at - b.at);
+  }
+
+  /**
+   * The entry kept under key k, or null (and it goes) when there is none
+   * this page can use or it is past TICKET_KEEP_MS.
+   */
+  read(k) {
+    let raw = null;
+    let e = null;
+    try {
+      raw = this.storage?.getItem(k) ?? null;
+      e = entryOf(JSON.parse(raw ?? 'null'));
     } catch {
       // Unreadable (or unavailable): nothing kept.
     }
-    if (!Array.isArray(all)) return [];
-    const live = all.filter((e) => e && Number.isSafeInteger(e.cid) && e.file && typeof e.at === 'number' && this.now() - e.at < TICKET_KEEP_MS && (e.ticket || e.ticketKey));
-    if (live.length !== all.length) this.save(live);
-    return live;
+    if (e && this.now() - e.at < TICKET_KEEP_MS) return e;
+    if (raw !== null) this.remove(k);
+    return null;
   }
 
   /** The kept entry of file for conversation cid, or null. */
   find(cid, file) {
-    const f = fingerprint(file);
-    return this.list().find((e) => e.cid === cid && sameFile(e.file, f)) ?? null;
+    return this.read(this.keyOf(cid, file));
   }
 
   /**
@@ -207,72 +320,74 @@ export class UploadTickets {
   keep(cid, file, ticket, ticketKey) {
     if (!ticket && !ticketKey) return this.forget(cid, file);
     const f = fingerprint(file);
-    const all = this.list();
-    const i = all.findIndex((e) => e.cid === cid && sameFile(e.file, f));
+    const was = this.find(cid, f);
     // A new key is a new upload: its time starts anew.
-    const at = i >= 0 && all[i].ticketKey === ticketKey ? all[i].at : this.now();
+    const at = was && was.ticketKey === ticketKey ? was.at : this.now();
     const e = { cid, file: f, ticket: ticket ? { ...ticket } : null, ticketKey: ticketKey ?? null, at };
-    if (i >= 0) all[i] = e;
-    else all.push(e);
-    this.save(all);
-  }
-
-  /** Forgets the upload of file for cid: sent in a message, removed from the tray, or refused. */
-  forget(cid, file) {
-    const f = fingerprint(file);
-    const all = this.list();
-    const rest = all.filter((e) => !(e.cid === cid && sameFile(e.file, f)));
-    if (rest.length !== all.length) this.save(rest);
-  }
-
-  save(list) {
     try {
-      if (list.length) this.storage?.setItem(this.key, JSON.stringify(list));
-      else this.storage?.removeItem(this.key);
+      this.storage?.setItem(this.keyOf(cid, f), JSON.stringify(e));
     } catch {
       // Full or unavailable (a private window): the upload goes on from
       // this page, it just does not survive it.
     }
   }
 
-  /** Signing out: user userId's tickets do not stay in the browser for the next person. */
-  static clearUser(userId, storage = globalThis.localStorage ?? null) {
+  /** Forgets the upload of file for cid: sent in a message, removed from the tray, or refused. */
+  forget(cid, file) {
+    this.remove(this.keyOf(cid, file));
+  }
+
+  remove(k) {
     try {
-      storage?.removeItem(TICKETS_PREFIX + userId);
+      this.storage?.removeItem(k);
     } catch {
       // Unavailable: nothing was kept.
     }
   }
 
+  /** Signing out: user userId's tickets do not stay in the browser for the next person. */
+  static clearUser(userId, storage = globalThis.localStorage ?? null) {
+    const mine = TICKETS_PREFIX + userId;
+    forgetKeys(storage, (k) => k === mine || k.startsWith(`${mine}/`));
+  }
+
   /**
    * Signing in as userId: the tickets anyone else left here (a token that
-   * expired while the browser was closed signs no one out) go.
+   * expired while the browser was closed signs no one out) go, and those
+   * of userId kept as another version did.
    */
   static forgetOthers(userId, storage = globalThis.localStorage ?? null) {
-    const keys = [];
-    try {
-      for (let i = 0; i < (storage?.length ?? 0); i++) {
-        const k = storage.key(i);
-        if (k && k.startsWith(TICKETS_PREFIX) && k !== TICKETS_PREFIX + userId) keys.push(k);
-      }
-      for (const k of keys) storage.removeItem(k);
-    } catch {
-      // Unavailable: nothing was kept.
+    const mine = `${TICKETS_PREFIX}${userId}/`;
+    forgetKeys(storage, (k) => k.startsWith(TICKETS_PREFIX) && !k.startsWith(mine));
+  }
+}
+
+/** Removes the keys of storage that gone(key) picks. */
+function forgetKeys(storage, gone) {
+  const keys = [];
+  try {
+    for (let i = 0; i < (storage?.length ?? 0); i++) {
+      const k = storage.key(i);
+      if (k && gone(k)) keys.push(k);
     }
+    for (const k of keys) storage.removeItem(k);
+  } catch {
+    // Unavailable: nothing was kept.
   }
 }
 
 export class Uploader {
   /**
    * @param {import('./api.js').Api} api
-   * @param {{userId?: number|null, storage?: Storage|null}} [opts] whose
+   * @param {{userId?: number|null, storage?: Storage|null, locks?: LockManager|null}} [opts] whose
    *   uploads these are: with a userId, the tray's tickets are kept
-   *   (UploadTickets) across a reload
+   *   (UploadTickets) across a reload, each claimed by the page it goes
+   *   on in (locks: the browser's Web Locks, see UploadTickets.claim)
    */
-  constructor(api, { userId = null, storage = globalThis.localStorage ?? null } = {}) {
+  constructor(api, { userId = null, storage = globalThis.localStorage ?? null, locks = globalThis.navigator?.locks ?? null } = {}) {
     this.api = api;
     /** @type {UploadTickets|null} */
-    this.tickets = userId === null ? null : new UploadTickets(userId, storage);
+    this.tickets = userId === null ? null : new UploadTickets(userId, storage, undefined, locks);
     // How many waits (see patiently in send) a step of an upload sits
     // through before it fails, Retry then the user's.
     this.busyWaits = 10;
@@ -427,15 +542,28 @@ export class Uploader {
           }
           throw e;
         }
+        // Complete with bytes that are not this file's: a file picked
+        // again after a reload with the name, size, type and modification
+        // time of the one before, edited within the second. It is
+        // uploaded anew, and the kept upload is not sent for it.
+        const other = a?.sha256 ? await sha256Of(file).then((h) => h !== null && h !== a.sha256) : false;
         check();
+        if (other) {
+          a = null;
+          t = null;
+          handle.ticket = handle.ticketKey = null;
+          kept();
+        }
         if (a) {
           keptDone(t, handle.ticketKey);
           handle.ticket = handle.ticketKey = null;
           onProgress(file.size, file.size);
           return a;
         }
-        t.sent = false; // they never arrived: they go again
-        kept();
+        if (t) {
+          t.sent = false; // they never arrived: they go again
+          kept();
+        }
       }
       if (!t || expiring(t)) {
         if (t) handle.ticketKey = null; // expiring: a new ticket, a new key

@@ -31,6 +31,55 @@ function memoryStorage() {
 /** The file the user picks, and picks again after the reload: a File's fields. */
 const minutes = () => ({ name: 'minutes.txt', type: 'text/plain', size: 40000, lastModified: 1765000000000 });
 
+/** The localStorage key of user ME's kept upload of file for conversation cid. */
+const keptAt = (cid, f) => `chatd.uploads.${ME}/${JSON.stringify([cid, { name: f.name, size: f.size, lastModified: f.lastModified, type: f.type }])}`;
+
+/**
+ * One browser's localStorage as its tabs see it: each tab reads and writes
+ * a copy of its own, which the other tabs' writes reach only later
+ * (flush), as in browsers that run tabs in processes of their own: one
+ * tab's read and then write of a key are not ordered against another's.
+ */
+function tabbedStorage() {
+  const shared = new Map();
+  const pending = [];
+  const views = [];
+  const tab = () => {
+    const m = new Map(shared);
+    const view = {
+      get length() {
+        return m.size;
+      },
+      key: (i) => [...m.keys()][i] ?? null,
+      getItem: (k) => (m.has(k) ? m.get(k) : null),
+      setItem: (k, v) => {
+        m.set(k, String(v));
+        pending.push([k, String(v)]);
+      },
+      removeItem: (k) => {
+        m.delete(k);
+        pending.push([k, null]);
+      },
+      map: m,
+    };
+    views.push(view);
+    return view;
+  };
+  const flush = () => {
+    for (const [k, v] of pending.splice(0)) {
+      if (v === null) shared.delete(k);
+      else shared.set(k, v);
+    }
+    for (const view of views) {
+      view.map.clear();
+      for (const [k, v] of shared) view.map.set(k, v);
+    }
+  };
+  return { tab, flush };
+}
+
+const hex = (b) => [...new Uint8Array(b)].map((x) => x.toString(16).padStart(2, '0')).join('');
+
 const settle = async () => {
   for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
 };
@@ -45,7 +94,7 @@ const settle = async () => {
  * complete upload. objectStore makes tickets with a completeUrl.
  */
 function fakeChatd({ objectStore = false, urlValidMs = 15 * 60000 } = {}) {
-  const c = { tickets: [], keys: new Map(), puts: [], completions: [], reads: [], script: [], uploads: new Map() };
+  const c = { tickets: [], keys: new Map(), puts: [], completions: [], reads: [], script: [], uploads: new Map(), bytes: [] };
   const ticket = (id) => ({
     uploadId: id,
     url: objectStore ? `https://store.example/${id}` : `/v1/uploads/${id}`,
@@ -54,7 +103,7 @@ function fakeChatd({ objectStore = false, urlValidMs = 15 * 60000 } = {}) {
     expiresAt: new Date(Date.now() + urlValidMs).toISOString(),
     ...(objectStore ? { completeUrl: `/v1/uploads/${id}/complete` } : {}),
   });
-  const attachment = (id) => ({ id, name: 'minutes.txt', contentType: 'text/plain', size: 40000 });
+  const attachment = (id) => ({ id, name: 'minutes.txt', contentType: 'text/plain', size: 40000, ...(c.uploads.get(id)?.sha256 ? { sha256: c.uploads.get(id).sha256 } : {}) });
   c.api = {
     token: 't',
     onUnauthorized() {},
@@ -104,6 +153,8 @@ function fakeChatd({ objectStore = false, urlValidMs = 15 * 60000 } = {}) {
       const what = c.script.shift() ?? 'ok';
       c.puts.push(this.url);
       const id = /(u\d+)$/.exec(this.url)[1];
+      // A File's bytes: the upload says which it holds (sha256), as chatd's does.
+      if (file instanceof Blob) c.bytes.push(file.arrayBuffer().then(async (b) => (c.uploads.get(id).sha256 = hex(await crypto.subtle.digest('SHA-256', b)))));
       setImmediate(() => this.upload.onprogress?.({ loaded: file.size / 3, total: file.size, lengthComputable: true }));
       if (what === 'hang') return;
       setImmediate(() => {
@@ -123,9 +174,35 @@ function fakeChatd({ objectStore = false, urlValidMs = 15 * 60000 } = {}) {
   return c;
 }
 
-/** A page of user uid: an Uploader keeping its tickets in storage, and the composer's tray for conversation cid. */
-function page(c, storage, { uid = ME, cid = CONV } = {}) {
-  const up = new uploads.Uploader(c.api, { userId: uid, storage });
+/**
+ * The Web Locks of one browser (navigator.locks, exclusive and ifAvailable
+ * only) as its tabs see them: tab() is a tab's, whose locks go when it does
+ * (gone(): closed, reloaded or crashed), as a browser releases them.
+ */
+function browserLocks() {
+  const held = new Set();
+  return () => {
+    let gone;
+    const death = new Promise((r) => (gone = r));
+    const locks = {
+      async request(name, opts, cb) {
+        assert.equal(opts?.ifAvailable, true, 'a lock waited for');
+        if (held.has(name)) return cb(null);
+        held.add(name);
+        try {
+          return await Promise.race([cb({ name, mode: 'exclusive' }), death]);
+        } finally {
+          held.delete(name);
+        }
+      },
+    };
+    return { locks, gone };
+  };
+}
+
+/** A page of user uid: an Uploader keeping its tickets in storage (locks: its tab's navigator.locks), and the composer's tray for conversation cid. */
+function page(c, storage, { uid = ME, cid = CONV, locks = null } = {}) {
+  const up = new uploads.Uploader(c.api, { userId: uid, storage, locks });
   up.stallMs = 1000; // the abandoned page's PUT gives up soon: node waits for its timer
   const tray = createTray(up, () => cid, () => {});
   return { up, tray, items: () => tray.el.findAll('tray-item'), waiting: () => tray.el.findAll('tray-waiting') };
@@ -322,7 +399,7 @@ test('a kept ticket is its user\'s and its conversation\'s alone, forgotten when
     assert.notEqual(c.tickets[2].key, c.tickets[0].key, "another conversation's upload was used");
     // User 9 signs in here: what 8 left goes.
     uploads.UploadTickets.forgetOthers(9, storage);
-    assert.deepEqual([...storage.map.keys()], ['chatd.uploads.9']);
+    assert.deepEqual([...storage.map.keys()].map((k) => k.split('/')[0]), ['chatd.uploads.9']);
     assert.equal(new uploads.UploadTickets(ME, storage).list().length, 0);
     // Past the upload's lifetime (upload_ttl), a kept ticket goes.
     const kept = new uploads.UploadTickets(9, storage, () => Date.now() + uploads.TICKET_KEEP_MS + 1000);
@@ -376,4 +453,120 @@ test('switching conversations keeps the uploads the tray stops; coming back show
     assert.equal(tray.el.findAll('tray-item')[0]?.dataset.status, 'done');
     assert.equal(c.tickets.length, 1);
   });
+});
+
+test("two tabs of the user picking the same file for the conversation make an upload each: neither PUTs to, completes nor sends the other's; once a tab is gone its upload resumes", async () => {
+  for (const first of ['hang', 'ok']) {
+    const c = fakeChatd();
+    const storage = memoryStorage();
+    const tab = browserLocks();
+    await withBrowser(c, async () => {
+      c.script.push(first);
+      const one = tab();
+      const a = page(c, storage, { locks: one.locks });
+      a.tray.add([minutes()]);
+      if (first === 'ok') await itemOnce(a, 'done');
+      else await settle();
+      assert.equal(c.puts.length, 1);
+      // The same user's other tab, the same file, while the first still has it.
+      const b = page(c, storage, { locks: tab().locks });
+      b.tray.add([minutes()]);
+      await itemOnce(b, 'done');
+      assert.equal(c.tickets.length, 2, `first tab ${first}: the second tab took the first's upload (PUTs ${JSON.stringify(c.puts)}): both would send it, chatd refuses the second 409`);
+      assert.notEqual(c.tickets[1].key, c.tickets[0].key);
+      assert.deepEqual(b.tray.take().map((x) => x.id), ['u2']);
+      assert.equal(new uploads.UploadTickets(ME, storage).list().length, 1, "the second tab's send forgot the first's upload");
+      // The first tab goes (reloaded, closed, crashed): the file picked again resumes its upload.
+      one.gone();
+      await settle();
+      const again = page(c, storage, { locks: tab().locks });
+      again.tray.add([minutes()]);
+      await itemOnce(again, 'done');
+      assert.equal(c.tickets.length, 2, `first tab ${first}: the upload of the tab that went was not resumed`);
+      assert.deepEqual(again.tray.take().map((x) => x.id), ['u1']);
+    });
+  }
+});
+
+test('a kept entry this page cannot use (corrupted, or of another version: a ticket without its URL or expiry) is no ticket: the file picked again uploads and completes', async () => {
+  const file = minutes();
+  const tickets = ['u1', { uploadId: 'u1' }, { uploadId: 'u1', url: '/v1/uploads/u1', method: 'PUT' }, { uploadId: 'u1', url: '/v1/uploads/u1', expiresAt: 'soon' }];
+  for (const ticket of tickets) {
+    const c = fakeChatd();
+    const storage = memoryStorage();
+    storage.setItem(keptAt(CONV, file), JSON.stringify({ cid: CONV, file, ticket, ticketKey: null, at: Date.now() }));
+    storage.setItem(`chatd.uploads.${ME}/x`, JSON.stringify({ cid: CONV, file: 'plan.pdf', ticketKey: 'k2', at: Date.now() }));
+    storage.setItem(`chatd.uploads.${ME}/y`, '{"cid":');
+    // As the first version kept them: a list under the user's key.
+    storage.setItem(`chatd.uploads.${ME}`, JSON.stringify([{ cid: CONV, file, ticket: { uploadId: 'u5', url: '/v1/uploads/u5', expiresAt: new Date(Date.now() + 60000).toISOString() }, ticketKey: 'k5', at: Date.now() }]));
+    await withBrowser(c, async () => {
+      const p = page(c, storage);
+      p.tray.restore();
+      assert.equal(p.waiting().length, 0, `kept ${JSON.stringify(ticket)}: an entry that is no upload is shown`);
+      p.tray.add([minutes()]);
+      await itemOnce(p, 'done');
+      assert.equal(c.tickets.length, 1, `kept ${JSON.stringify(ticket)}: no ticket was asked for`);
+      assert.deepEqual(c.puts, ['/v1/uploads/u1']);
+    });
+  }
+  // A ticket's key kept without its ticket is asked again with that key.
+  const c = fakeChatd();
+  const storage = memoryStorage();
+  storage.setItem(keptAt(CONV, file), JSON.stringify({ cid: CONV, file, ticket: { uploadId: 'u9' }, ticketKey: 'k1', at: Date.now() }));
+  await withBrowser(c, async () => {
+    const p = page(c, storage);
+    p.tray.add([minutes()]);
+    await itemOnce(p, 'done');
+    assert.deepEqual(c.tickets.map((t) => t.key), ['k1']);
+  });
+});
+
+test("two tabs of the user keeping uploads at the same moment keep both: one tab's write does not undo the other's", async () => {
+  const c = fakeChatd();
+  const browser = tabbedStorage();
+  await withBrowser(c, async () => {
+    c.script.push('hang', 'hang');
+    const plan = { name: 'plan.pdf', type: 'application/pdf', size: 900, lastModified: 1765000000001 };
+    page(c, browser.tab()).tray.add([minutes()]);
+    page(c, browser.tab()).tray.add([plan]);
+    await settle();
+    browser.flush();
+    // Both tabs reloaded (or the browser restarted): both uploads are there.
+    const after = page(c, browser.tab());
+    after.tray.restore();
+    assert.equal(after.waiting().length, 2, "a tab's upload was lost to the other tab's write");
+    after.tray.add([minutes(), plan]);
+    for (let i = 0; i < 50 && !after.items().every((it) => it.dataset.status === 'done'); i++) await settle();
+    assert.deepEqual(
+      after.items().map((it) => it.dataset.status),
+      ['done', 'done'],
+    );
+    assert.equal(c.tickets.length, 2, 'an upload was asked for again, charged again');
+  });
+});
+
+test('a file picked again with the name, size, type and modification time of a kept upload whose bytes all went, but other bytes (edited within the second), is uploaded anew: the kept upload is not sent for it', async () => {
+  const at = 1765000000000;
+  const file = (b) => new File([b.repeat(40000)], 'minutes.txt', { type: 'text/plain', lastModified: at });
+  for (const objectStore of [false, true]) {
+    for (const [picked, tickets, sent] of [
+      ['b', 2, 'u2'],
+      ['a', 1, 'u1'],
+    ]) {
+      const c = fakeChatd({ objectStore });
+      const storage = memoryStorage();
+      await withBrowser(c, async () => {
+        c.script.push('sent'); // every byte went; the page went before the answer
+        page(c, storage).tray.add([file('a')]);
+        await settle();
+        await Promise.all(c.bytes);
+        const after = page(c, storage);
+        after.tray.add([file(picked)]);
+        await itemOnce(after, 'done');
+        const what = `${objectStore ? 'object store' : 'chatd'}, ${picked === 'a' ? 'the same bytes' : 'other bytes'}`;
+        assert.equal(c.tickets.length, tickets, `${what}: ${tickets === 2 ? 'the file was taken for the kept upload, whose bytes are not its own' : 'a second ticket was asked for'}`);
+        assert.deepEqual(after.tray.take().map((a) => a.id), [sent], what);
+      });
+    }
+  }
 });

@@ -145,7 +145,9 @@ export function openLightbox(a, cache, onClose = () => {}) {
  * upload (see Uploader.send). The uploads of the conversation it knows of
  * but holds no file for (the page was reloaded or the conversation left
  * meanwhile) are shown by restore(), each saying to pick the file again,
- * with a Remove that forgets it. Remove, a refusal for good and a send
+ * with a Remove that forgets it. A kept upload another tab holds
+ * (UploadTickets.claim) is not taken: the file is uploaded anew, and not
+ * kept. Remove, a refusal for good and a send
  * (take) forget an upload; clear() (another conversation, signing out)
  * stops the uploads and keeps them.
  * @param {import('../uploads.js').Uploader} uploader
@@ -212,12 +214,11 @@ export function createTray(uploader, convId, onChange) {
       const bar = h('span', { class: 'tray-bar' });
       const stateEl = h('span', { class: 'att-meta', 'data-testid': 'tray-state' });
       // Kept across a reload, and picked up from before it, unless the
-      // tray holds the same file already: that one is the kept upload.
-      const keep = Boolean(kept) && !items.some((x) => x.kept && x.cid === cid && sameFile(x.file, file));
-      const before = keep ? kept.find(cid, file) : null;
-      const handle = before ? { ticket: before.ticket, ticketKey: before.ticketKey } : {};
+      // tray holds the same file already (that one is the kept upload) or
+      // another tab does (claim): this one is then an upload of its own.
+      const keep = Boolean(kept) && !items.some((x) => x.keeps && x.cid === cid && sameFile(x.file, file));
       for (const w of waiting.filter((w) => w.cid === cid && sameFile(w.file, file))) unwait(w);
-      const it = { file, cid, kept: keep, status: 'uploading', error: '', final: false, attachment: null, bar, stateEl, handle, preview, el: null };
+      const it = { file, cid, keeps: keep, kept: false, status: 'uploading', error: '', final: false, attachment: null, bar, stateEl, handle: {}, preview, el: null };
       it.el = h(
         'div',
         { class: 'tray-item', 'data-testid': 'tray-item' },
@@ -228,14 +229,30 @@ export function createTray(uploader, convId, onChange) {
       );
       items.push(it);
       el.appendChild(it.el);
-      start(it);
+      if (!keep) {
+        start(it);
+        continue;
+      }
+      paint(it, 0);
+      kept.claim(cid, file).then((release) => {
+        if (it.dropped) return release?.();
+        if (release) {
+          it.kept = true;
+          it.release = release;
+          const before = kept.find(cid, file);
+          if (before) it.handle = { ticket: before.ticket, ticketKey: before.ticketKey };
+        }
+        start(it);
+      });
     }
     render();
   }
 
   /** Stops the upload of it and takes it off the tray; its ticket stays kept. */
   function drop(it) {
+    it.dropped = true;
     it.handle.abort?.();
+    it.release?.();
     it.el.remove();
     if (it.preview) URL.revokeObjectURL(it.preview);
     items = items.filter((x) => x !== it);
@@ -244,8 +261,8 @@ export function createTray(uploader, convId, onChange) {
 
   /** The user's Remove: the upload is cancelled, its ticket forgotten. */
   function remove(it) {
-    drop(it);
     if (it.kept) kept.forget(it.cid, it.file);
+    drop(it);
   }
 
   function unwait(w) {
@@ -309,6 +326,8 @@ export function createTray(uploader, convId, onChange) {
         it.el.remove();
         if (it.preview) URL.revokeObjectURL(it.preview);
         if (it.kept) kept.forget(it.cid, it.file);
+        it.dropped = true;
+        it.release?.();
       }
       items = [];
       render();
