@@ -306,7 +306,10 @@ func (d *dispatcher) handle(payload []byte) {
 // apply applies one event from the events topic (slim: see message),
 // unless its conversation's events are held (asks): then it waits there.
 func (d *dispatcher) apply(ev Event, slim bool) {
-	if a := d.asks[ev.ConversationID]; a != nil {
+	if a := d.asks[ev.ConversationID]; a != nil && ev.Type != EventTyping {
+		// Typing is of now, in no order with the entries: held for an
+		// answer that can take a minute, it would show someone typing
+		// long after they stopped.
 		if isEntry(ev.Type) {
 			// Activity on the events topic: see checkTargets.
 			now := time.Now()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -98,6 +99,26 @@ func TestOtherConversationsEventsComeWhileChatdIsAskedAboutAJoinEntry(t *testing
 	}
 	if h, ok := j.b.Positions()[j.g]; !ok || h != held[1] {
 		t.Fatalf("the group in Positions: %d %v, want tracked at %d", h, ok, held[1])
+	}
+}
+
+// TestTypingInAGroupAskedAboutIsNotHeld: while chatd is asked about a
+// group's join entry, the group's entries wait for the answer (see
+// TestOtherConversationsEventsComeWhileChatdIsAskedAboutAJoinEntry), but
+// someone typing there is handed on at once: typing is of now, and held
+// it came after the answer, up to 3 request timeouts later (45s by
+// default), showing someone typing long after they stopped.
+func TestTypingInAGroupAskedAboutIsNotHeld(t *testing.T) {
+	t.Parallel()
+	j := askedAboutAJoinEntry(t, 15*time.Second)
+	j.b.InjectEvent(fmt.Appendf(nil, `{"type":"typing","conversationId":%d,"userId":1}`, j.g))
+	if !watchEvents(t, j.b, 5*time.Second, func(ev client.Event) bool {
+		if ev.ConversationID == j.g && ev.Seq > 0 {
+			t.Fatalf("entry %d of the group (%s) handed on while chatd was asked about its join entry", ev.Seq, ev.Type)
+		}
+		return ev.Type == client.EventTyping && ev.ConversationID == j.g
+	}) {
+		t.Fatal("user 1 typing in the group was not handed on within 5s while chatd was asked about its join entry")
 	}
 }
 
