@@ -50,12 +50,24 @@ func TestGroupChangesCommittedOnTwoNodesNeverReachAClientOlderAfterNewer(t *test
 	change(a, "a", "A", chat.RoleAdmin)
 	change(b, "b", "B", chat.RoleMember)
 	startLog()
-	mustSendAs(t, a, g.ID, owner, "sentinel")
+	// A sentinel sent on each node: a node's own reaches its clients at
+	// once, the other's through Kafka, behind every change its node
+	// committed before it (one partition per conversation, in commit
+	// order). Once a client has both, the other node's changes reached
+	// its node, however long the relay took to find Kafka back.
+	mustSendAs(t, a, g.ID, owner, "sentinel a")
+	mustSendAs(t, b, g.ID, owner, "sentinel b")
 
 	for name, c := range clients {
 		var titles, roles []string
 		var entries []int64
-		for _, ev := range eventsUntilQuiet(t, c, name, func(ev map[string]any) bool { return ev["body"] == "sentinel" }) {
+		sentinels := map[any]bool{}
+		for _, ev := range eventsUntilQuiet(t, c, name, func(ev map[string]any) bool {
+			if ev["body"] == "sentinel a" || ev["body"] == "sentinel b" {
+				sentinels[ev["body"]] = true
+			}
+			return len(sentinels) == 2
+		}) {
 			switch ev["type"] {
 			case chat.EventConversationUpdated:
 				titles = append(titles, fmt.Sprint(ev["title"]))
