@@ -542,24 +542,7 @@ func TestAConnectionEndingBeforeItsCONNECTIsCountedNoMore(t *testing.T) {
 		waitPendingOf(t, l.pending, ip, 0, "after the shutdown")
 	})
 	t.Run("its WebSocket upgrade is refused", func(t *testing.T) {
-		log := slog.New(slog.DiscardHandler)
-		srv := mqtt.New(&mqtt.Options{Logger: log})
-		if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-			t.Fatal(err)
-		}
-		l := NewWSListener("w", nil, log)
-		l.clients, l.pending = &srv.Listeners.ClientsWg, newPendingConnects(1, nil)
-		l.trusted = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
-		if err := srv.AddListener(l); err != nil {
-			t.Fatal(err)
-		}
-		hs := httptest.NewServer(l)
-		defer hs.Close()
-		if err := srv.Serve(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { l.pending.cutAll(); _ = srv.Close() }()
-		url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/mqtt"
+		l, url := startCappedWS(t, 1)
 		d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: 5 * time.Second}
 		h := http.Header{"X-Forwarded-For": {ip}, "Origin": {"https://elsewhere.example"}}
 		if _, resp, err := d.Dial(url, h); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
@@ -581,24 +564,7 @@ func TestAConnectionEndingBeforeItsCONNECTIsCountedNoMore(t *testing.T) {
 // IPv4 address. Shown over WebSocket, whose X-Forwarded-For from a trusted
 // proxy names any address.
 func TestThePendingCapCountsAnIPv6Slash64AsOneAddress(t *testing.T) {
-	log := slog.New(slog.DiscardHandler)
-	srv := mqtt.New(&mqtt.Options{Logger: log})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
-	l := NewWSListener("w", nil, log)
-	l.clients, l.pending = &srv.Listeners.ClientsWg, newPendingConnects(2, nil)
-	l.trusted = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
-	if err := srv.AddListener(l); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(l)
-	defer hs.Close()
-	if err := srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { l.pending.cutAll(); _ = srv.Close() }()
-	url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/mqtt"
+	_, url := startCappedWS(t, 2)
 	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: 5 * time.Second}
 	upgrade := func(ip string) int {
 		ws, resp, err := d.Dial(url, http.Header{"X-Forwarded-For": {ip}})
@@ -627,4 +593,30 @@ func TestThePendingCapCountsAnIPv6Slash64AsOneAddress(t *testing.T) {
 			t.Fatalf("an upgrade from %s: HTTP %d, want %d", step.ip, got, step.want)
 		}
 	}
+}
+
+// startCappedWS starts a broker with a WebSocket listener capping each
+// address at max connections awaiting their CONNECT, 127.0.0.1 a trusted
+// proxy (its X-Forwarded-For names the client), and returns the listener
+// and its /mqtt URL.
+func startCappedWS(t *testing.T, max int) (*WSListener, string) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	srv := mqtt.New(&mqtt.Options{Logger: log})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		t.Fatal(err)
+	}
+	l := NewWSListener("w", nil, log)
+	l.clients, l.pending = &srv.Listeners.ClientsWg, newPendingConnects(max, nil)
+	l.trusted = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	if err := srv.AddListener(l); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(l)
+	if err := srv.Serve(); err != nil {
+		hs.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.pending.cutAll(); _ = srv.Close(); hs.Close() })
+	return l, "ws" + strings.TrimPrefix(hs.URL, "http") + "/mqtt"
 }
