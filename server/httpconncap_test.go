@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -327,4 +328,105 @@ func TestATrustedProxysHTTPConnectionsAreNotCapped(t *testing.T) {
 	if counted, tracked := srv.HTTPConns(proxy); counted != 0 || tracked != 0 {
 		t.Fatalf("the proxy's connections: %d counted, %d tracked, want none", counted, tracked)
 	}
+}
+
+// Every way an HTTP connection ends gives its slot back exactly once:
+// hundreds of connections from a few addresses, opened and ended at once
+// over http_addr and https_addr (closed silent, after one request or two
+// on a keep-alive connection, a failed TLS handshake, a TLS connection
+// served, a WebSocket upgrade, and those the cap itself closed), leave
+// every address with nothing counted and nothing tracked, and each is
+// served afterwards.
+func TestHTTPConnectionsEndingConcurrentlyInEveryWayLeaveNothingCounted(t *testing.T) {
+	t.Parallel()
+	certPath, keyPath, roots := serverCert(t)
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
+		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_MAX_PENDING_CONNECTS_PER_IP": "8"})
+	ips := []string{"127.0.0.20", "127.0.0.21", "127.0.0.22", "127.0.0.23"}
+	const perIP = 72
+
+	// Each way ends its connection and returns; what the server answers
+	// (or whether the cap closed it first) does not matter here.
+	request := func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		for range n {
+			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: chatd\r\n\r\n"); err != nil {
+				return
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	ways := []func(ip string){
+		func(ip string) { // silent, closed by the client
+			dialOnce(ip, srv.HTTPAddr(), func(net.Conn) {})
+		},
+		func(ip string) { // one request, then closed while idle
+			dialOnce(ip, srv.HTTPAddr(), func(c net.Conn) { request(c, 1) })
+		},
+		func(ip string) { // two requests on one keep-alive connection
+			dialOnce(ip, srv.HTTPAddr(), func(c net.Conn) { request(c, 2) })
+		},
+		func(ip string) { // plain text to the TLS listener: the handshake fails
+			dialOnce(ip, srv.HTTPSAddr(), func(c net.Conn) {
+				_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: chatd\r\n\r\n")
+				_, _ = io.Copy(io.Discard, c)
+			})
+		},
+		func(ip string) { // a TLS handshake the client gives up on (unknown CA)
+			dialOnce(ip, srv.HTTPSAddr(), func(c net.Conn) {
+				_ = tls.Client(c, &tls.Config{ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}).Handshake()
+			})
+		},
+		func(ip string) { // served over TLS, then closed while idle
+			dialOnce(ip, srv.HTTPSAddr(), func(c net.Conn) {
+				tc := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
+				if tc.Handshake() == nil {
+					request(tc, 1)
+				}
+			})
+		},
+		func(ip string) { // a WebSocket upgrade (hijacked), then closed
+			dialOnce(ip, srv.HTTPAddr(), func(c net.Conn) {
+				_, _ = io.WriteString(c, "GET /mqtt HTTP/1.1\r\nHost: chatd\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+					"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mqtt\r\n\r\n")
+				_, _ = bufio.NewReader(c).ReadString('\n')
+			})
+		},
+	}
+	var wg sync.WaitGroup
+	for _, ip := range ips {
+		for i := range perIP {
+			wg.Go(func() { ways[i%len(ways)](ip) })
+		}
+	}
+	wg.Wait()
+
+	for _, ip := range ips {
+		testkit.WaitFor(t, 15*time.Second, "nothing of "+ip+" counted or tracked", func() bool {
+			counted, tracked := srv.HTTPConns(ip)
+			return counted == 0 && tracked == 0
+		})
+		if code := getFrom(t, ip, srv.HTTPAddr()); code != http.StatusOK {
+			t.Fatalf("GET /healthz from %s after the churn: %d", ip, code)
+		}
+	}
+}
+
+// dialOnce opens a connection from ip to addr, hands it to use with a
+// 10 s deadline and closes it; a refused dial is no failure (the cap may
+// close connections faster than the kernel's backlog takes them).
+func dialOnce(ip, addr string, use func(net.Conn)) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	use(c)
 }
