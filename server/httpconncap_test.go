@@ -22,7 +22,7 @@ import (
 // connections per address that are new or idle.
 func startHTTPCapped(t *testing.T, max int) *server.Server {
 	t.Helper()
-	return startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_PENDING_CONNECTS_PER_IP": fmt.Sprint(max)})
+	return startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": fmt.Sprint(max)})
 }
 
 // dialHTTPFrom opens a TCP connection to addr from the local address ip,
@@ -268,7 +268,7 @@ func TestTheHTTPCapCountsHTTPSConnectionsBeforeTheirHandshake(t *testing.T) {
 	t.Parallel()
 	certPath, keyPath, roots := serverCert(t)
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
-		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_MAX_PENDING_CONNECTS_PER_IP": "2"})
+		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "2"})
 	const ip = "127.0.0.6"
 	dialHTTPFrom(t, ip, srv.HTTPAddr())
 	dialHTTPFrom(t, ip, srv.HTTPSAddr())
@@ -311,7 +311,7 @@ func TestTheHTTPCapCountsHTTPSConnectionsBeforeTheirHandshake(t *testing.T) {
 func TestATrustedProxysHTTPConnectionsAreNotCapped(t *testing.T) {
 	t.Parallel()
 	const proxy = "127.0.0.8"
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_PENDING_CONNECTS_PER_IP": "2",
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "2",
 		"CHAT_FORWARDED_TRUSTED": proxy + "/32"})
 	var silent []net.Conn
 	for range 3 {
@@ -341,7 +341,7 @@ func TestHTTPConnectionsEndingConcurrentlyInEveryWayLeaveNothingCounted(t *testi
 	t.Parallel()
 	certPath, keyPath, roots := serverCert(t)
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
-		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_MAX_PENDING_CONNECTS_PER_IP": "8"})
+		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "8", "CHAT_MAX_PENDING_CONNECTS_PER_IP": "8"})
 	ips := []string{"127.0.0.20", "127.0.0.21", "127.0.0.22", "127.0.0.23"}
 	const perIP = 72
 
@@ -429,4 +429,62 @@ func dialOnce(ip, addr string, use func(net.Conn)) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	use(c)
+}
+
+// The HTTP cap has a setting of its own: an operator behind a proxy that
+// cannot be named as trusted turns it off and keeps the MQTT cap on
+// connections that have not sent their CONNECT, and the other way round.
+// One setting for both made turning the HTTP cap off turn the MQTT one off
+// too, and a cap set for MQTT's reconnect storms capped HTTP's keep-alive
+// pools alike.
+func TestTheHTTPCapAndTheMQTTPendingCapAreSetApart(t *testing.T) {
+	t.Parallel()
+	const ip = "127.0.0.30"
+	t.Run("HTTPOffMQTTOn", func(t *testing.T) {
+		t.Parallel()
+		srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_PENDING_CONNECTS_PER_IP": "2",
+			"CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "0"})
+		var silent []net.Conn
+		for range 3 {
+			silent = append(silent, dialHTTPFrom(t, ip, srv.HTTPAddr()))
+		}
+		if code := getFrom(t, ip, srv.HTTPAddr()); code != http.StatusOK {
+			t.Fatalf("GET /healthz from an address holding 3 silent HTTP connections, the HTTP cap off: %d", code)
+		}
+		for i, c := range silent {
+			if closedWithin(c, 100*time.Millisecond) {
+				t.Fatalf("silent HTTP connection %d was closed, the HTTP cap off", i)
+			}
+		}
+		if n := closedFor(t, srv, "too_many_pending") + closedFor(t, srv, "idle_over_cap"); n != 0 {
+			t.Fatalf("%v HTTP connections closed for a cap turned off", n)
+		}
+		for range 2 {
+			dialHTTPFrom(t, ip, srv.MQTTAddr())
+		}
+		testkit.WaitFor(t, 5*time.Second, "2 silent MQTT connections awaiting their CONNECT", func() bool {
+			return srv.Broker.AwaitingConnect() == 2
+		})
+		if !closedWithin(dialHTTPFrom(t, ip, srv.MQTTAddr()), 3*time.Second) {
+			t.Fatal("a 3rd silent MQTT connection was kept with the HTTP cap off and the MQTT one at 2")
+		}
+	})
+	t.Run("HTTPOnMQTTOff", func(t *testing.T) {
+		t.Parallel()
+		srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_PENDING_CONNECTS_PER_IP": "0",
+			"CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "2"})
+		for range 2 {
+			dialHTTPFrom(t, ip, srv.HTTPAddr())
+		}
+		waitCounted(t, srv, ip, 2)
+		if !closedWithin(dialHTTPFrom(t, ip, srv.HTTPAddr()), 2*time.Second) {
+			t.Fatal("a 3rd silent HTTP connection was kept with the HTTP cap at 2 and the MQTT one off")
+		}
+		for range 3 {
+			dialHTTPFrom(t, ip, srv.MQTTAddr())
+		}
+		testkit.WaitFor(t, 5*time.Second, "3 silent MQTT connections awaiting their CONNECT", func() bool {
+			return srv.Broker.AwaitingConnect() == 3
+		})
+	})
 }
