@@ -488,3 +488,30 @@ func TestTheHTTPCapAndTheMQTTPendingCapAreSetApart(t *testing.T) {
 		})
 	})
 }
+
+// The cap counts whole connections, which holds because https_addr
+// speaks HTTP/1.1 only: a client offering h2 gets HTTP/1.1, one request
+// at a time per connection, and its keep-alive connection counts once it
+// is idle. Over h2 one connection would carry many streams, and closing
+// it as idle without a GOAWAY could cut off a stream being opened.
+func TestHTTPSNegotiatesHTTP1SoTheCapCountsWholeConnections(t *testing.T) {
+	t.Parallel()
+	certPath, keyPath, roots := serverCert(t)
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
+		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "4"})
+	const ip = "127.0.0.31"
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, ForceAttemptHTTP2: true,
+		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}}}
+	t.Cleanup(hc.CloseIdleConnections)
+	resp, err := hc.Get("https://" + srv.HTTPSAddr() + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz over HTTPS offering h2: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 1 || resp.TLS == nil || resp.TLS.NegotiatedProtocol == "h2" {
+		t.Fatalf("GET /healthz over HTTPS offering h2 was answered over %s (ALPN %q)", resp.Proto, resp.TLS.NegotiatedProtocol)
+	}
+	waitCounted(t, srv, ip, 1)
+}
