@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -514,4 +515,40 @@ func TestHTTPSNegotiatesHTTP1SoTheCapCountsWholeConnections(t *testing.T) {
 		t.Fatalf("GET /healthz over HTTPS offering h2 was answered over %s (ALPN %q)", resp.Proto, resp.TLS.NegotiatedProtocol)
 	}
 	waitCounted(t, srv, ip, 1)
+}
+
+// A connection the server itself ends gives its slot back as one its
+// client closes does: silent ones at the header timeout (10 s), and at
+// shutdown the idle and silent ones left.
+func TestHTTPConnectionsTheServerEndsAtItsTimeoutOrShutdownLeaveNothingCounted(t *testing.T) {
+	t.Parallel()
+	srv := startHTTPCapped(t, 4)
+	addr := srv.HTTPAddr()
+	const ip = "127.0.0.32"
+	idle := dialHTTPFrom(t, ip, addr)
+	getHealthz(t, idle)
+	silent := []net.Conn{dialHTTPFrom(t, ip, addr), dialHTTPFrom(t, ip, addr)}
+	waitCounted(t, srv, ip, 3)
+	for i, c := range silent {
+		if !closedWithin(c, 15*time.Second) {
+			t.Fatalf("silent connection %d outlived the header timeout", i)
+		}
+	}
+	testkit.WaitFor(t, 5*time.Second, "the idle connection alone counted and tracked", func() bool {
+		counted, tracked := srv.HTTPConns(ip)
+		return counted == 1 && tracked == 1
+	})
+
+	dialHTTPFrom(t, ip, addr)
+	waitCounted(t, srv, ip, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	// Shutdown closes them and returns; their goroutines end just after.
+	testkit.WaitFor(t, 5*time.Second, "nothing counted or tracked after shutdown", func() bool {
+		counted, tracked := srv.HTTPConns(ip)
+		return counted == 0 && tracked == 0
+	})
 }
