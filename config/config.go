@@ -82,10 +82,15 @@ type Settings struct {
 	// of one user (max_connections_per_user), 0 = no cap.
 	MaxConnectionsPerUser int
 	// MaxPendingConnectsPerIP caps the MQTT connections one client address
-	// holds open without having sent their CONNECT, and apart from them its
-	// HTTP connections that are new or idle (max_pending_connects_per_ip),
-	// 0 = no cap.
+	// holds open without having sent their CONNECT
+	// (max_pending_connects_per_ip), 0 = no cap.
 	MaxPendingConnectsPerIP int
+	// MaxIdleHTTPConnsPerIP caps the HTTP connections one client address
+	// holds that serve no request, new or idle between two
+	// (max_idle_http_connections_per_ip), 0 = no cap. A setting of its
+	// own: it counts what a proxy's pool holds too, so an operator may
+	// need it off while keeping the MQTT cap.
+	MaxIdleHTTPConnsPerIP int
 	// ConnectBudgetRate is how many CONNECTs per second the node handles
 	// (connect_budget_rate), 0 = unlimited; ConnectBudgetQueue how many may
 	// wait for it (connect_budget_queue).
@@ -644,6 +649,8 @@ func (s Settings) Redacted() map[string]any {
 		"cursor_flush":                s.CursorFlush.String(),
 		"delivered_flush":             s.DeliveredFlush.String(),
 		"shutdown_timeout":            s.ShutdownTimeout.String(),
+
+		"max_idle_http_connections_per_ip": s.MaxIdleHTTPConnsPerIP,
 	}
 	s.redactedOps(m)
 	s.redactedPush(m)

@@ -118,6 +118,7 @@ func TestDefaults(t *testing.T) {
 		{"limit_connect_user_burst", s.LimitConnectUserBurst, 20},
 		{"max_connections_per_user", s.MaxConnectionsPerUser, 20},
 		{"max_pending_connects_per_ip", s.MaxPendingConnectsPerIP, 256},
+		{"max_idle_http_connections_per_ip", s.MaxIdleHTTPConnsPerIP, 256},
 		{"connect_budget_rate", s.ConnectBudgetRate, 1000.0},
 		{"connect_budget_queue", s.ConnectBudgetQueue, 1000},
 		{"redis_url", s.RedisURL, ""},
@@ -301,6 +302,8 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 		"delivered_flush":             "2s",
 		"shutdown_timeout":            "1m",
 
+		"max_idle_http_connections_per_ip": "9",
+
 		"mqtts_addr":             "0.0.0.0:8883",
 		"https_addr":             "0.0.0.0:8443",
 		"hsts_max_age":           "8760h",
@@ -365,7 +368,7 @@ func TestEveryKeyFromEveryLayer(t *testing.T) {
 			LimitTypingRate: 1.5, LimitTypingBurst: 2, LimitAPIRate: 11, LimitAPIBurst: 12,
 			LimitConnectRate: 13, LimitConnectBurst: 14, RedisURL: "redis://:pw@redis:6379/1", PresencePush: false, PresenceGrace: 15 * time.Second,
 			CursorFlush: 15 * time.Second, DeliveredFlush: 2 * time.Second,
-			LimitConnectUserRate: 0.25, LimitConnectUserBurst: 4, MaxConnectionsPerUser: 0, MaxPendingConnectsPerIP: 7,
+			LimitConnectUserRate: 0.25, LimitConnectUserBurst: 4, MaxConnectionsPerUser: 0, MaxPendingConnectsPerIP: 7, MaxIdleHTTPConnsPerIP: 9,
 			ConnectBudgetRate: 250, ConnectBudgetQueue: 16,
 			OpsSettings: OpsSettings{MQTTSAddr: "0.0.0.0:8883", HTTPSAddr: "0.0.0.0:8443", HSTSMaxAge: 8760 * time.Hour,
 				MQTTSClientCA: "/etc/chatd/devices-ca.pem", MQTTSClientCRL: "/etc/chatd/devices-crl.pem", MQTTSClientAuth: "require", ProxyProtocol: true,

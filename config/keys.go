@@ -281,10 +281,16 @@ var keys = append([]*key{
 	mk("max_connections_per_user", "20", "MQTT connections (distinct client ids) one user may hold, across nodes with redis_url; 0 = unlimited",
 		"use a whole number between 0 and 100000, e.g. 20; 0 turns the cap off",
 		func(s *Settings, v string) (err error) { s.MaxConnectionsPerUser, err = parseInt(v, 0, 100000); return }),
-	mk("max_pending_connects_per_ip", "256", "connections one client address (IPv6: its /64) may hold open having sent nothing: MQTT ones before their CONNECT, and, counted apart, HTTP ones before a request or idle between two (an idle one is closed to make room first; trusted proxies are not counted); a new one over it is closed at once; 0 = unlimited",
+	mk("max_pending_connects_per_ip", "256", "MQTT connections one client address (IPv6: its /64) may hold open before sending their CONNECT; a new one over it is closed at once; 0 = unlimited",
 		"use a whole number between 0 and 1000000, e.g. 256; 0 turns the cap off",
 		func(s *Settings, v string) (err error) {
 			s.MaxPendingConnectsPerIP, err = parseInt(v, 0, 1000000)
+			return
+		}),
+	mk("max_idle_http_connections_per_ip", "256", "HTTP connections one client address (IPv6: its /64; its TCP peer, trusted proxies not counted) may hold to http_addr and https_addr that serve no request: new (no request yet) or idle between two; over it the address's longest idle one is closed, or with none idle the new one; 0 = unlimited",
+		"use a whole number between 0 and 1000000, e.g. 256; 0 turns the cap off",
+		func(s *Settings, v string) (err error) {
+			s.MaxIdleHTTPConnsPerIP, err = parseInt(v, 0, 1000000)
 			return
 		}),
 	rateKey("connect_budget_rate", "1000", "MQTT CONNECTs this node handles per second, all clients together; 0 = unlimited",

@@ -62,7 +62,7 @@ func KeepNodeID(ctx context.Context, cfg *pgx.ConnConfig, id string, log *slog.L
 }
 
 // HTTPConns are the connections of ip's address (an IPv6 one: its /64)
-// on the HTTP listeners: counted against max_pending_connects_per_ip (new,
+// on the HTTP listeners: counted against max_idle_http_connections_per_ip (new,
 // no request yet, or idle), and tracked (counted, or serving a request).
 func (s *Server) HTTPConns(ip string) (counted, tracked int) {
 	return s.ops.httpCaps.Conns(netip.MustParseAddr(ip))

@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +23,7 @@ import (
 // connections per address that are new or idle.
 func startHTTPCapped(t *testing.T, max int) *server.Server {
 	t.Helper()
-	return startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_PENDING_CONNECTS_PER_IP": fmt.Sprint(max)})
+	return startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": fmt.Sprint(max)})
 }
 
 // dialHTTPFrom opens a TCP connection to addr from the local address ip,
@@ -267,7 +269,7 @@ func TestTheHTTPCapCountsHTTPSConnectionsBeforeTheirHandshake(t *testing.T) {
 	t.Parallel()
 	certPath, keyPath, roots := serverCert(t)
 	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
-		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_MAX_PENDING_CONNECTS_PER_IP": "2"})
+		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "2"})
 	const ip = "127.0.0.6"
 	dialHTTPFrom(t, ip, srv.HTTPAddr())
 	dialHTTPFrom(t, ip, srv.HTTPSAddr())
@@ -310,7 +312,7 @@ func TestTheHTTPCapCountsHTTPSConnectionsBeforeTheirHandshake(t *testing.T) {
 func TestATrustedProxysHTTPConnectionsAreNotCapped(t *testing.T) {
 	t.Parallel()
 	const proxy = "127.0.0.8"
-	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_PENDING_CONNECTS_PER_IP": "2",
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "2",
 		"CHAT_FORWARDED_TRUSTED": proxy + "/32"})
 	var silent []net.Conn
 	for range 3 {
@@ -327,4 +329,226 @@ func TestATrustedProxysHTTPConnectionsAreNotCapped(t *testing.T) {
 	if counted, tracked := srv.HTTPConns(proxy); counted != 0 || tracked != 0 {
 		t.Fatalf("the proxy's connections: %d counted, %d tracked, want none", counted, tracked)
 	}
+}
+
+// Every way an HTTP connection ends gives its slot back exactly once:
+// hundreds of connections from a few addresses, opened and ended at once
+// over http_addr and https_addr (closed silent, after one request or two
+// on a keep-alive connection, a failed TLS handshake, a TLS connection
+// served, a WebSocket upgrade, and those the cap itself closed), leave
+// every address with nothing counted and nothing tracked, and each is
+// served afterwards.
+func TestHTTPConnectionsEndingConcurrentlyInEveryWayLeaveNothingCounted(t *testing.T) {
+	t.Parallel()
+	certPath, keyPath, roots := serverCert(t)
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
+		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "8", "CHAT_MAX_PENDING_CONNECTS_PER_IP": "8"})
+	ips := []string{"127.0.0.20", "127.0.0.21", "127.0.0.22", "127.0.0.23"}
+	const perIP = 72
+
+	// Each way ends its connection and returns; what the server answers
+	// (or whether the cap closed it first) does not matter here.
+	request := func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		for range n {
+			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: chatd\r\n\r\n"); err != nil {
+				return
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	ways := []func(ip string){
+		func(ip string) { // silent, closed by the client
+			dialOnce(ip, srv.HTTPAddr(), func(net.Conn) {})
+		},
+		func(ip string) { // one request, then closed while idle
+			dialOnce(ip, srv.HTTPAddr(), func(c net.Conn) { request(c, 1) })
+		},
+		func(ip string) { // two requests on one keep-alive connection
+			dialOnce(ip, srv.HTTPAddr(), func(c net.Conn) { request(c, 2) })
+		},
+		func(ip string) { // plain text to the TLS listener: the handshake fails
+			dialOnce(ip, srv.HTTPSAddr(), func(c net.Conn) {
+				_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: chatd\r\n\r\n")
+				_, _ = io.Copy(io.Discard, c)
+			})
+		},
+		func(ip string) { // a TLS handshake the client gives up on (unknown CA)
+			dialOnce(ip, srv.HTTPSAddr(), func(c net.Conn) {
+				_ = tls.Client(c, &tls.Config{ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}).Handshake()
+			})
+		},
+		func(ip string) { // served over TLS, then closed while idle
+			dialOnce(ip, srv.HTTPSAddr(), func(c net.Conn) {
+				tc := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
+				if tc.Handshake() == nil {
+					request(tc, 1)
+				}
+			})
+		},
+		func(ip string) { // a WebSocket upgrade (hijacked), then closed
+			dialOnce(ip, srv.HTTPAddr(), func(c net.Conn) {
+				_, _ = io.WriteString(c, "GET /mqtt HTTP/1.1\r\nHost: chatd\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+					"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mqtt\r\n\r\n")
+				_, _ = bufio.NewReader(c).ReadString('\n')
+			})
+		},
+	}
+	var wg sync.WaitGroup
+	for _, ip := range ips {
+		for i := range perIP {
+			wg.Go(func() { ways[i%len(ways)](ip) })
+		}
+	}
+	wg.Wait()
+
+	for _, ip := range ips {
+		testkit.WaitFor(t, 15*time.Second, "nothing of "+ip+" counted or tracked", func() bool {
+			counted, tracked := srv.HTTPConns(ip)
+			return counted == 0 && tracked == 0
+		})
+		if code := getFrom(t, ip, srv.HTTPAddr()); code != http.StatusOK {
+			t.Fatalf("GET /healthz from %s after the churn: %d", ip, code)
+		}
+	}
+}
+
+// dialOnce opens a connection from ip to addr, hands it to use with a
+// 10 s deadline and closes it; a refused dial is no failure (the cap may
+// close connections faster than the kernel's backlog takes them).
+func dialOnce(ip, addr string, use func(net.Conn)) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	use(c)
+}
+
+// The HTTP cap has a setting of its own: an operator behind a proxy that
+// cannot be named as trusted turns it off and keeps the MQTT cap on
+// connections that have not sent their CONNECT, and the other way round.
+// One setting for both made turning the HTTP cap off turn the MQTT one off
+// too, and a cap set for MQTT's reconnect storms capped HTTP's keep-alive
+// pools alike.
+func TestTheHTTPCapAndTheMQTTPendingCapAreSetApart(t *testing.T) {
+	t.Parallel()
+	const ip = "127.0.0.30"
+	t.Run("HTTPOffMQTTOn", func(t *testing.T) {
+		t.Parallel()
+		srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_PENDING_CONNECTS_PER_IP": "2",
+			"CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "0"})
+		var silent []net.Conn
+		for range 3 {
+			silent = append(silent, dialHTTPFrom(t, ip, srv.HTTPAddr()))
+		}
+		if code := getFrom(t, ip, srv.HTTPAddr()); code != http.StatusOK {
+			t.Fatalf("GET /healthz from an address holding 3 silent HTTP connections, the HTTP cap off: %d", code)
+		}
+		for i, c := range silent {
+			if closedWithin(c, 100*time.Millisecond) {
+				t.Fatalf("silent HTTP connection %d was closed, the HTTP cap off", i)
+			}
+		}
+		if n := closedFor(t, srv, "too_many_pending") + closedFor(t, srv, "idle_over_cap"); n != 0 {
+			t.Fatalf("%v HTTP connections closed for a cap turned off", n)
+		}
+		for range 2 {
+			dialHTTPFrom(t, ip, srv.MQTTAddr())
+		}
+		testkit.WaitFor(t, 5*time.Second, "2 silent MQTT connections awaiting their CONNECT", func() bool {
+			return srv.Broker.AwaitingConnect() == 2
+		})
+		if !closedWithin(dialHTTPFrom(t, ip, srv.MQTTAddr()), 3*time.Second) {
+			t.Fatal("a 3rd silent MQTT connection was kept with the HTTP cap off and the MQTT one at 2")
+		}
+	})
+	t.Run("HTTPOnMQTTOff", func(t *testing.T) {
+		t.Parallel()
+		srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_MAX_PENDING_CONNECTS_PER_IP": "0",
+			"CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "2"})
+		for range 2 {
+			dialHTTPFrom(t, ip, srv.HTTPAddr())
+		}
+		waitCounted(t, srv, ip, 2)
+		if !closedWithin(dialHTTPFrom(t, ip, srv.HTTPAddr()), 2*time.Second) {
+			t.Fatal("a 3rd silent HTTP connection was kept with the HTTP cap at 2 and the MQTT one off")
+		}
+		for range 3 {
+			dialHTTPFrom(t, ip, srv.MQTTAddr())
+		}
+		testkit.WaitFor(t, 5*time.Second, "3 silent MQTT connections awaiting their CONNECT", func() bool {
+			return srv.Broker.AwaitingConnect() == 3
+		})
+	})
+}
+
+// The cap counts whole connections, which holds because https_addr
+// speaks HTTP/1.1 only: a client offering h2 gets HTTP/1.1, one request
+// at a time per connection, and its keep-alive connection counts once it
+// is idle. Over h2 one connection would carry many streams, and closing
+// it as idle without a GOAWAY could cut off a stream being opened.
+func TestHTTPSNegotiatesHTTP1SoTheCapCountsWholeConnections(t *testing.T) {
+	t.Parallel()
+	certPath, keyPath, roots := serverCert(t)
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
+		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "4"})
+	const ip = "127.0.0.31"
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, ForceAttemptHTTP2: true,
+		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}}}
+	t.Cleanup(hc.CloseIdleConnections)
+	resp, err := hc.Get("https://" + srv.HTTPSAddr() + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz over HTTPS offering h2: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 1 || resp.TLS == nil || resp.TLS.NegotiatedProtocol == "h2" {
+		t.Fatalf("GET /healthz over HTTPS offering h2 was answered over %s (ALPN %q)", resp.Proto, resp.TLS.NegotiatedProtocol)
+	}
+	waitCounted(t, srv, ip, 1)
+}
+
+// A connection the server itself ends gives its slot back as one its
+// client closes does: silent ones at the header timeout (10 s), and at
+// shutdown the idle and silent ones left.
+func TestHTTPConnectionsTheServerEndsAtItsTimeoutOrShutdownLeaveNothingCounted(t *testing.T) {
+	t.Parallel()
+	srv := startHTTPCapped(t, 4)
+	addr := srv.HTTPAddr()
+	const ip = "127.0.0.32"
+	idle := dialHTTPFrom(t, ip, addr)
+	getHealthz(t, idle)
+	silent := []net.Conn{dialHTTPFrom(t, ip, addr), dialHTTPFrom(t, ip, addr)}
+	waitCounted(t, srv, ip, 3)
+	for i, c := range silent {
+		if !closedWithin(c, 15*time.Second) {
+			t.Fatalf("silent connection %d outlived the header timeout", i)
+		}
+	}
+	testkit.WaitFor(t, 5*time.Second, "the idle connection alone counted and tracked", func() bool {
+		counted, tracked := srv.HTTPConns(ip)
+		return counted == 1 && tracked == 1
+	})
+
+	dialHTTPFrom(t, ip, addr)
+	waitCounted(t, srv, ip, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	// Shutdown closes them and returns; their goroutines end just after.
+	testkit.WaitFor(t, 5*time.Second, "nothing counted or tracked after shutdown", func() bool {
+		counted, tracked := srv.HTTPConns(ip)
+		return counted == 0 && tracked == 0
+	})
 }

@@ -35,7 +35,7 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Help:    "HTTP request latency by route and status code (WebSocket upgrades excluded).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"route", "code"}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_http_connections_closed_total",
-			Help: "HTTP connections closed because their client address held max_pending_connects_per_ip connections that were new or idle: too_many_pending (a new one, closed as accepted), idle_over_cap (an idle keep-alive one, closed to make room)."},
+			Help: "HTTP connections closed because their client address held max_idle_http_connections_per_ip connections that were new or idle: too_many_pending (a new one, closed as accepted), idle_over_cap (an idle keep-alive one, closed to make room)."},
 			[]string{"reason"}),
 		api: http.NewServeMux(),
 	}

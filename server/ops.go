@@ -354,7 +354,7 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 	// hold the node's descriptors alike. A connection is counted under its
 	// TCP peer, the trusted proxies' not at all (conncap.HTTP says why).
 	// The metrics listener is left out: it is for the scraper's network.
-	s.ops.httpCaps = conncap.NewHTTP(st.MaxPendingConnectsPerIP, slices.Concat(st.ForwardedTrusted, st.ProxyTrusted),
+	s.ops.httpCaps = conncap.NewHTTP(st.MaxIdleHTTPConnsPerIP, slices.Concat(st.ForwardedTrusted, st.ProxyTrusted),
 		s.ops.httpMetrics.connClosed, s.log.With("component", "http"))
 	var err error
 	if st.HTTPAddr != "" {

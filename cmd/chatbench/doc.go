@@ -24,6 +24,7 @@
 //	       CHAT_LIMIT_API_RATE=0 CHAT_LIMIT_CONNECT_RATE=0 \
 //	       CHAT_LIMIT_CONNECT_USER_RATE=0 CHAT_MAX_CONNECTIONS_PER_USER=0 \
 //	       CHAT_CONNECT_BUDGET_RATE=0 CHAT_MAX_PENDING_CONNECTS_PER_IP=0 \
+//	       CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP=0 \
 //	       # chatd's per-user/IP/node limits off
 //	go run ./cmd/chatd &
 //	go run ./cmd/chatbench -clients 200 -conversations 1000 -duration 20s

@@ -47,6 +47,8 @@ func Env(t testing.TB, url string) map[string]string {
 		"CHAT_MAX_CONNECTIONS_PER_USER":    "0",
 		"CHAT_CONNECT_BUDGET_RATE":         "0",
 		"CHAT_MAX_PENDING_CONNECTS_PER_IP": "0",
+
+		"CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "0",
 	}
 }
 

@@ -64,6 +64,8 @@ var noLimits = map[string]string{
 	"CHAT_LIMIT_READ_RATE":             "0",
 	"CHAT_LIMIT_TYPING_RATE":           "0",
 	"CHAT_PRESENCE_PUSH":               "false",
+
+	"CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "0",
 }
 
 // inCI is true under .ci/run, where the long scenarios run shortened.
