@@ -211,8 +211,10 @@ func TestIdleKeepAliveHTTPConnectionsCountAndTheLongestIdleMakesRoom(t *testing.
 	}
 
 	// A request makes its connection stop counting; a newer silent one
-	// takes the slot; the answered connection, going idle over the cap
-	// with nothing idle to close, is closed itself.
+	// takes the slot; the answered connection, which would go idle over
+	// the cap with nothing idle to close, is closed after its answer, and
+	// the answer says so (Connection: close), so that the client does not
+	// send its next request on it.
 	finish := stallRequest(t, silent[0])
 	waitCounted(t, srv, ip, 3)
 	dialHTTPFrom(t, ip, addr)
@@ -225,8 +227,8 @@ func TestIdleKeepAliveHTTPConnectionsCountAndTheLongestIdleMakesRoom(t *testing.
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.Close {
-		t.Fatalf("the answer %d says Connection: close: the test needs a keep-alive one", resp.StatusCode)
+	if !resp.Close {
+		t.Fatal("the answer on a connection closed after it (its address at the cap, its other connections all silent) does not say Connection: close: the client sends its next request on it, and loses it")
 	}
 	if !closedWithin(silent[0], 2*time.Second) {
 		t.Fatal("a connection going idle over the cap, its address's other connections all silent, was kept")

@@ -363,8 +363,8 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 			return fmt.Errorf("listen http on %s: %w", st.HTTPAddr, err)
 		}
 		s.httpLn = s.ops.httpCaps.Listener(ln)
-		s.httpSrv = s.newHTTPServer(newMux(s.Broker.WebSocket()))
-		s.httpSrv.ConnState = s.ops.httpCaps.ConnState
+		s.httpSrv = s.newHTTPServer(s.ops.httpCaps.Handler(newMux(s.Broker.WebSocket())))
+		s.ops.capHTTP(s.httpSrv)
 		s.serve("http", s.httpSrv, s.httpLn)
 	}
 	if st.HTTPSAddr != "" {
@@ -374,8 +374,8 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 		}
 		// The cap outside TLS: net/http must be handed the *tls.Conn.
 		s.ops.httpsLn = s.ops.httpCaps.Listener(tls.NewListener(ln, s.ops.httpsTLS))
-		s.ops.httpsSrv = s.newHTTPServer(hsts(newMux(s.Broker.SecureWebSocket()), st.HSTSMaxAge))
-		s.ops.httpsSrv.ConnState = s.ops.httpCaps.ConnState
+		s.ops.httpsSrv = s.newHTTPServer(s.ops.httpCaps.Handler(hsts(newMux(s.Broker.SecureWebSocket()), st.HSTSMaxAge)))
+		s.ops.capHTTP(s.ops.httpsSrv)
 		s.serve("https", s.ops.httpsSrv, s.ops.httpsLn)
 	}
 	if st.MetricsAddr != "" {
@@ -412,6 +412,16 @@ func hsts(next http.Handler, maxAge time.Duration) http.Handler {
 // after its headers (ReadHeaderTimeout bounds those). Uploads to
 // PUT /v1/uploads/{id} set deadlines of their own, per 16 KiB they read.
 const requestBodyTimeout = 60 * time.Second
+
+// capHTTP hands srv's connection states to the HTTP connection cap, and
+// its connections to its requests' context beside httpapi's.
+func (o *opsState) capHTTP(srv *http.Server) {
+	inner := srv.ConnContext
+	srv.ConnState = o.httpCaps.ConnState
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return o.httpCaps.ConnContext(inner(ctx, c), c)
+	}
+}
 
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	timeout := s.bodyTimeout

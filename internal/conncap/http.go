@@ -1,6 +1,9 @@
 package conncap
 
 import (
+	"bufio"
+	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -216,6 +219,109 @@ func (h *HTTP) ConnState(c net.Conn, state http.ConnState) {
 		h.mu.Unlock()
 	}
 }
+
+// connKey is the context key of the connection a request came on
+// (ConnContext).
+type connKey struct{}
+
+// ConnContext is the servers' http.Server.ConnContext: it keeps the
+// connection in its requests' context, for Handler.
+func (h *HTTP) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if h == nil || h.counts.Max <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// Handler tells the client of an answer whose connection would be closed
+// as it goes idle (its address at the cap, none of its connections idle
+// to close instead: see ConnState) with Connection: close in the answer,
+// so net/http closes it after the answer and the client does not send
+// its next request on it. Closed only as it went idle, it was the very
+// connection a client reuses first (the one it used last), and the next
+// request sent on it was lost: a POST without Idempotency-Key is not
+// resent by Go's Transport. Decided as the answer's header is written;
+// one whose address fills after that is still closed as it goes idle.
+func (h *HTTP) Handler(next http.Handler) http.Handler {
+	if h == nil || h.counts.Max <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := r.Context().Value(connKey{}).(net.Conn)
+		if c == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(&closingWriter{ResponseWriter: w, h: h, c: c}, r)
+	})
+}
+
+// closeAfter reports whether c, serving a request, would be closed as it
+// goes idle (so: it is told to close after its answer, and counted as
+// closed for the cap).
+func (h *HTTP) closeAfter(c net.Conn) bool {
+	h.mu.Lock()
+	hc := h.conns[c]
+	full := hc != nil && !hc.counted && h.counts.Of(hc.key) >= h.counts.Max && len(h.idle[hc.key]) == 0
+	if full {
+		h.forgetLocked(hc) // it will not go idle: closed after its answer
+	}
+	h.mu.Unlock()
+	if full {
+		h.report(ReasonIdleOverCap, RemoteIP(c))
+	}
+	return full
+}
+
+// closingWriter asks closeAfter as the answer's header is written. It
+// passes Flush, Hijack and Unwrap through (the WebSocket upgrader asserts
+// http.Hijacker directly).
+type closingWriter struct {
+	http.ResponseWriter
+	h       *HTTP
+	c       net.Conn
+	decided bool
+}
+
+func (w *closingWriter) decide() {
+	if w.decided {
+		return
+	}
+	w.decided = true
+	if w.h.closeAfter(w.c) {
+		w.Header().Set("Connection", "close")
+	}
+}
+
+func (w *closingWriter) WriteHeader(code int) {
+	if code >= 200 || code == http.StatusSwitchingProtocols {
+		w.decide()
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *closingWriter) Write(b []byte) (int, error) {
+	w.decide()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *closingWriter) Flush() {
+	w.decide()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *closingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.decided = true // an upgrade: the broker counts it from here
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("http: response does not support hijacking")
+	}
+	return h.Hijack()
+}
+
+func (w *closingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // uncountLocked stops counting hc (still tracked).
 func (h *HTTP) uncountLocked(hc *httpConn) {
