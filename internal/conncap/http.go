@@ -43,7 +43,8 @@ const (
 // is the newcomer closed: as it is accepted, before net/http sees it (no
 // goroutine, no TLS handshake; an answer such as 429 would need the
 // request read first, or a handshake over TLS, the very cost the cap
-// saves), or, going idle, itself.
+// saves), or, going idle, itself (told first, with Connection: close in
+// its answer, when Handler wraps the servers' handlers).
 //
 // An HTTP connection carries no PROXY protocol header and its first
 // request is not read yet, so it is counted under its TCP peer. The
@@ -55,8 +56,9 @@ const (
 // silent connections lock everyone out. Silent clients behind them are
 // the proxy's to bound.
 //
-// Wrap the servers' listeners with Listener and set their ConnState to
-// ConnState; servers may share one HTTP. Safe for concurrent use.
+// Wrap the servers' listeners with Listener and their handlers with
+// Handler, and set their ConnState to ConnState and their ConnContext to
+// one calling ConnContext; servers may share one HTTP. Safe for concurrent use.
 type HTTP struct {
 	trusted []netip.Prefix
 	closed  func(reason string)
