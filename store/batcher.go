@@ -356,6 +356,23 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 	err := s.commitBatch(ctx, deadline, reqs)
 	s.batchCount.Add(1)
 	s.batchMsgs.Add(int64(len(reqs)))
+	// The answer to the batch was lost with its connection, COMMIT and
+	// all: PostgreSQL may have committed it, and then its messages have
+	// seqs and outbox rows but were neither answered nor published. The
+	// batch run again on another connection tells (waiting, should the
+	// first still hold its locks, up to the same deadline): each change
+	// it committed answers a duplicate, with the seq first assigned;
+	// what it did not, commits now. Its callers are answered that, and
+	// its duplicates are published too (one already published, a resend
+	// in the batch, is dropped by the sessions that have its seq).
+	lost := errors.As(err, new(lostAnswer))
+	if lost {
+		for _, r := range reqs {
+			r.res, r.err = chat.ChangeResult{}, nil
+		}
+		err = s.commitBatch(ctx, deadline, reqs)
+		s.batchCount.Add(1)
+	}
 	if batch != nil {
 		tracing.Finish(batch, err)
 	}
@@ -366,7 +383,7 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 			if e := s.commitBatch(ctx, deadline, []*sendReq{r}); e != nil {
 				r.err = e
 			} else {
-				fresh = s.publishCommitted([]*sendReq{r}) || fresh
+				fresh = s.publishCommitted([]*sendReq{r}, lost) || fresh
 			}
 			s.batchCount.Add(1)
 			r.answer()
@@ -375,7 +392,7 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 	}
 	fresh := false
 	if err == nil {
-		fresh = s.publishCommitted(reqs)
+		fresh = s.publishCommitted(reqs, lost)
 	}
 	for _, r := range reqs {
 		if err != nil {
@@ -415,11 +432,13 @@ func (s *Store) startBatch(reqs []*sendReq) trace.Span {
 
 // publishCommitted hands the batch's new entries to the publisher in seq
 // order per conversation (the batch assigned seqs in its own order), before
-// any caller is answered; it reports whether there were any.
-func (s *Store) publishCommitted(batch []*sendReq) bool {
+// any caller is answered; it reports whether there were any. With
+// duplicates (a batch run again after its answer was lost) the entries
+// answered as duplicates are handed on too: the lost run committed them.
+func (s *Store) publishCommitted(batch []*sendReq, duplicates bool) bool {
 	evs := make([]chat.Event, 0, len(batch))
 	for _, r := range batch {
-		if r.err == nil && !r.res.Duplicate && !r.res.Unchanged {
+		if r.err == nil && (!r.res.Duplicate || duplicates) && !r.res.Unchanged {
 			ev := chat.EntryEvent(r.res.Entry)
 			ev.Trace = r.trace
 			evs = append(evs, ev)

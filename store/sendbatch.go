@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	chat "github.com/chatd/chatd"
 )
@@ -49,10 +50,30 @@ func (s *Store) commitBatch(ctx context.Context, deadline time.Time, reqs []*sen
 		return chat.Unavailable("send", context.DeadlineExceeded)
 	}
 	if err := s.sendBatchTx(ctx, conn.Conn(), remaining, reqs, args); err != nil {
+		lost := answerLost(ctx, conn.Conn(), err)
 		endOpenTx(conn.Conn())
+		if lost {
+			return lostAnswer{classify("send", err)}
+		}
 		return classify("send", err)
 	}
 	return nil
+}
+
+// lostAnswer is a batch's failure whose outcome is not known: the
+// connection died once the pipeline, COMMIT and all, had gone out, so
+// PostgreSQL may have committed it (commitAndAnswer asks by running the
+// batch again). It reads as the failure it wraps.
+type lostAnswer struct{ error }
+
+func (e lostAnswer) Unwrap() error { return e.error }
+
+// answerLost says whether err, a batch's failure on conn, may hide a
+// commit: the connection died after something was sent (pgconn's
+// SafeToRetry: nothing was), while ctx still ran (a batch cut off at its
+// own deadline is answered unavailable, whatever became of it).
+func answerLost(ctx context.Context, conn *pgx.Conn, err error) bool {
+	return ctx.Err() == nil && conn.PgConn().IsClosed() && !pgconn.SafeToRetry(err)
 }
 
 // batchArgs are chat_send_batch's parallel arrays.

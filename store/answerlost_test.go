@@ -1,0 +1,76 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
+)
+
+// TestASendWhoseCommitLostItsAnswerIsPublishedAndAnsweredWithItsSeq: the
+// batch of alice's message committed, and the answer to its COMMIT was
+// lost with the connection. The store asks PostgreSQL what became of it
+// (the batch run again on another connection answers its change a
+// duplicate, with the seq first assigned): alice is answered with that
+// seq, the message is published to the members' sessions (the fan-out
+// after commit), and its outbox row is there for the relay. A resend
+// with the same clientMsgId is a duplicate with the same seq. Before, the
+// batch failed as unavailable and nothing was published: members online
+// on the node missed the message until a later one of the conversation
+// made their session read back the gap, or until they reconnected.
+func TestASendWhoseCommitLostItsAnswerIsPublishedAndAnsweredWithItsSeq(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	if err := store.WantOutboxRows(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	proxy := pgtest.NewAnswerLosing(t, pool)
+	rec := &publishRecorder{types: []string{chat.EventMessageNew}}
+	st := store.New(pool, chat.DefaultLimits(), store.WithPublisher(rec), store.WithSendPool(proxy.Pool))
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	conv := mustGroup(t, st, 1, 2)
+	first := mustSend(t, st, conv.ID, 1, "before")
+
+	cut := proxy.LoseAnswer("chat_send_batch", nil)
+	req := sendReq(conv.ID, 1, "its answer is lost")
+	res, err := st.Send(ctx, req)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the batch's COMMIT was not lost")
+	}
+	want := first.Seq + 1
+	if got := queryInt(t, pool, `SELECT count(*) FROM message WHERE conversation_id = $1 AND seq = $2 AND client_msg_id = $3`,
+		conv.ID, want, req.ClientMsgID); got != 1 {
+		t.Fatalf("the message is not committed at seq %d (%d rows)", want, got)
+	}
+	if err != nil || res.Message.Seq != want {
+		t.Errorf("send whose COMMIT answer was lost = seq %d, %v; want seq %d, no error (it committed)", res.Message.Seq, err, want)
+	}
+	published := func() int {
+		n := 0
+		for _, ev := range rec.events() {
+			if ev.ConversationID == conv.ID && ev.Seq == want {
+				n++
+			}
+		}
+		return n
+	}
+	testkit.WaitFor(t, 5*time.Second, "the committed message published to the members' sessions", func() bool { return published() > 0 })
+	if evs := outboxEvents(t, pool, conv.ID, chat.EventMessageNew); len(evs) != 2 || evs[1].Seq != want {
+		t.Errorf("outbox rows for the relay: %+v, want seqs %d and %d", evs, first.Seq, want)
+	}
+
+	again, err := st.Send(ctx, req)
+	if err != nil || !again.Duplicate || again.Message.Seq != want {
+		t.Errorf("resend = seq %d, duplicate %v, %v; want the duplicate of seq %d", again.Message.Seq, again.Duplicate, err, want)
+	}
+	if got := queryInt(t, pool, `SELECT count(*) FROM message WHERE conversation_id = $1`, conv.ID); got != want {
+		t.Errorf("%d entries in the group, want %d (each message once)", got, want)
+	}
+}
