@@ -363,8 +363,7 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 	// first still hold its locks, up to the same deadline): each change
 	// it committed answers a duplicate, with the seq first assigned;
 	// what it did not, commits now. Its callers are answered that, and
-	// its duplicates are published too (one already published, a resend
-	// in the batch, is dropped by the sessions that have its seq).
+	// its duplicates are published as any are (publishCommitted).
 	lost := errors.As(err, new(lostAnswer))
 	if lost {
 		for _, r := range reqs {
@@ -383,7 +382,7 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 			if e := s.commitBatch(ctx, deadline, []*sendReq{r}); e != nil {
 				r.err = e
 			} else {
-				fresh = s.publishCommitted([]*sendReq{r}, lost) || fresh
+				fresh = s.publishCommitted([]*sendReq{r}) || fresh
 			}
 			s.batchCount.Add(1)
 			r.answer()
@@ -392,7 +391,9 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 	}
 	fresh := false
 	if err == nil {
-		fresh = s.publishCommitted(reqs, lost)
+		// After a lost answer the relay is owed a wake-up for the rows
+		// the lost run wrote, which answer duplicates now.
+		fresh = s.publishCommitted(reqs) || lost
 	}
 	for _, r := range reqs {
 		if err != nil {
@@ -432,18 +433,21 @@ func (s *Store) startBatch(reqs []*sendReq) trace.Span {
 
 // publishCommitted hands the batch's new entries to the publisher in seq
 // order per conversation (the batch assigned seqs in its own order), before
-// any caller is answered; it reports whether there were any. With
-// duplicates (a batch run again after its answer was lost) the entries
-// answered as duplicates are handed on too: the lost run committed them.
-func (s *Store) publishCommitted(batch []*sendReq, duplicates bool) bool {
+// any caller is answered; it reports whether there were any. A resend's
+// entry (a duplicate, an already recalled message) is handed on again:
+// the first publishing of it may never have happened (its COMMIT's answer
+// was lost, commitAndAnswer), and a session that has its seq drops it.
+func (s *Store) publishCommitted(batch []*sendReq) (fresh bool) {
 	evs := make([]chat.Event, 0, len(batch))
 	for _, r := range batch {
-		if r.err == nil && (!r.res.Duplicate || duplicates) && !r.res.Unchanged {
-			ev := chat.EntryEvent(r.res.Entry)
-			ev.Trace = r.trace
-			evs = append(evs, ev)
+		if r.err != nil || r.res.Entry.Seq == 0 || (r.res.Unchanged && r.res.Entry.Kind != chat.KindRecall) {
+			continue
 		}
+		ev := chat.EntryEvent(r.res.Entry)
+		ev.Trace = r.trace
+		evs = append(evs, ev)
+		fresh = fresh || !r.res.Duplicate && !r.res.Unchanged
 	}
 	s.publish(evs...)
-	return len(evs) > 0
+	return fresh
 }

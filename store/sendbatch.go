@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -70,10 +71,13 @@ func (e lostAnswer) Unwrap() error { return e.error }
 
 // answerLost says whether err, a batch's failure on conn, may hide a
 // commit: the connection died after something was sent (pgconn's
-// SafeToRetry: nothing was), while ctx still ran (a batch cut off at its
-// own deadline is answered unavailable, whatever became of it).
+// SafeToRetry: nothing was) without PostgreSQL's saying why (an error of
+// its own, such as the FATAL of a terminated backend, is its answer: the
+// batch did not commit), while ctx still ran (a batch cut off at its own
+// deadline is answered unavailable, whatever became of it).
 func answerLost(ctx context.Context, conn *pgx.Conn, err error) bool {
-	return ctx.Err() == nil && conn.PgConn().IsClosed() && !pgconn.SafeToRetry(err)
+	var pgErr *pgconn.PgError
+	return ctx.Err() == nil && conn.PgConn().IsClosed() && !pgconn.SafeToRetry(err) && !errors.As(err, &pgErr)
 }
 
 // batchArgs are chat_send_batch's parallel arrays.
