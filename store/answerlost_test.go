@@ -74,3 +74,54 @@ func TestASendWhoseCommitLostItsAnswerIsPublishedAndAnsweredWithItsSeq(t *testin
 		t.Errorf("%d entries in the group, want %d (each message once)", got, want)
 	}
 }
+
+// TestAReadReceiptWhoseCommitLostItsAnswerIsAnsweredAndPublished: bob's
+// read watermark moved, and the answer to the batch's COMMIT was lost
+// with the connection. The store asks PostgreSQL what became of it
+// (pg_xact_status): bob is answered the watermark it committed, and the
+// read.updated is published to the members' sessions (alice's "seen").
+// His repeat answers the same watermark, which never moves back. Before,
+// the receipt failed as unavailable and the read.updated was never
+// published on the node: the repeat finds the watermark there already,
+// and moves nothing.
+func TestAReadReceiptWhoseCommitLostItsAnswerIsAnsweredAndPublished(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	if err := store.WantOutboxRows(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	proxy := pgtest.NewAnswerLosing(t, pool)
+	rec := &publishRecorder{types: []string{chat.EventReadUpdated}}
+	st := store.New(proxy.Pool, chat.DefaultLimits(), store.WithPublisher(rec))
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	conv := mustGroup(t, st, 1, 2)
+	sendN(t, st, conv.ID, 1, 3, "hi bob")
+
+	cut := proxy.LoseAnswer("UPDATE conversation_member m\nSET last_read_seq", nil)
+	res, err := r.MarkRead(ctx, conv.ID, 2, 2)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the read batch's COMMIT was not lost")
+	}
+	if got := queryInt(t, pool, `SELECT last_read_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, conv.ID); got != 2 {
+		t.Fatalf("bob's read watermark is %d, want 2 (committed)", got)
+	}
+	if err != nil || res.LastReadSeq != 2 {
+		t.Errorf("read receipt whose COMMIT answer was lost = %+v, %v; want lastReadSeq 2, no error (it committed)", res, err)
+	}
+	testkit.WaitFor(t, 5*time.Second, "bob's read.updated published", func() bool {
+		for _, ev := range rec.events() {
+			if ev.ConversationID == conv.ID && ev.UserID == 2 && ev.Seq == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	again, err := r.MarkRead(ctx, conv.ID, 2, 1)
+	if err != nil || again.LastReadSeq != 2 {
+		t.Errorf("an older receipt after it = %+v, %v; want lastReadSeq 2 (never backwards)", again, err)
+	}
+}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,9 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgerr"
 )
 
 // commitBatch commits a batch of sends (batcher.go gathers them; a lone
@@ -70,14 +69,14 @@ type lostAnswer struct{ error }
 func (e lostAnswer) Unwrap() error { return e.error }
 
 // answerLost says whether err, a batch's failure on conn, may hide a
-// commit: the connection died after something was sent (pgconn's
-// SafeToRetry: nothing was) without PostgreSQL's saying why (an error of
-// its own, such as the FATAL of a terminated backend, is its answer: the
-// batch did not commit), while ctx still ran (a batch cut off at its own
-// deadline is answered unavailable, whatever became of it).
+// commit: the connection died without PostgreSQL's saying why
+// (pgerr.AnswerLost: an error of its own, such as the FATAL of a
+// terminated backend, is its answer, and the batch did not commit),
+// while ctx still ran (a batch cut off at its own deadline is answered
+// unavailable, whatever became of it). Should nothing of the batch have
+// gone out, running it again commits it once all the same.
 func answerLost(ctx context.Context, conn *pgx.Conn, err error) bool {
-	var pgErr *pgconn.PgError
-	return ctx.Err() == nil && conn.PgConn().IsClosed() && !pgconn.SafeToRetry(err) && !errors.As(err, &pgErr)
+	return ctx.Err() == nil && conn.PgConn().IsClosed() && pgerr.AnswerLost(err)
 }
 
 // batchArgs are chat_send_batch's parallel arrays.
