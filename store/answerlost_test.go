@@ -125,3 +125,40 @@ func TestAReadReceiptWhoseCommitLostItsAnswerIsAnsweredAndPublished(t *testing.T
 		t.Errorf("an older receipt after it = %+v, %v; want lastReadSeq 2 (never backwards)", again, err)
 	}
 }
+
+// TestADeliveredFlushWhoseCommitLostItsAnswerIsWrittenAgainAndNeverMovesBack:
+// the delivered flush of bob's acknowledgement committed, and the answer
+// to its COMMIT was lost with the connection. The writer keeps the batch
+// and writes it again at its next tick (nothing moves: it is there), an
+// older acknowledgement after it moves nothing back, and a newer one is
+// written as ever. A guard: it passed before too.
+func TestADeliveredFlushWhoseCommitLostItsAnswerIsWrittenAgainAndNeverMovesBack(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	proxy := pgtest.NewAnswerLosing(t, pool)
+	st := store.New(proxy.Pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	conv := mustGroup(t, st, 1, 2)
+	sendN(t, st, conv.ID, 1, 5, "hi bob")
+
+	cut := proxy.LoseAnswer("INSERT INTO member_delivery AS d", nil)
+	r.Delivered(conv.ID, 2, 3)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the delivered flush's COMMIT was not lost")
+	}
+	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
+		t.Fatalf("member_delivery %d, want 3 (committed)", n)
+	}
+	waitFor(t, "the lost flush written again", func() bool { return r.DeliveredFlushes() > 0 })
+	before := r.DeliveredFlushes()
+	r.Delivered(conv.ID, 2, 2)
+	waitFor(t, "the older ack's flush", func() bool { return r.DeliveredFlushes() > before })
+	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
+		t.Errorf("member_delivery %d after an older ack, want 3", n)
+	}
+	r.Delivered(conv.ID, 2, 4)
+	waitFor(t, "the newer ack's flush", func() bool { return deliveredRow(t, pool, conv.ID, 2) == 4 })
+}
