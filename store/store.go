@@ -206,8 +206,8 @@ func readOnly() pgx.TxOptions {
 // membership paths rely on. Errors come back classified for op.
 //
 // A COMMIT whose answer was lost with its connection (pgerr.AnswerLost)
-// may have committed: inTx reads the transaction's id before it
-// commits, asks the pool what became of it (pgerr.Committed), and
+// may have committed: inTx reads the transaction's id (if fn wrote
+// anything) before it commits, asks the pool what became of it (pgerr.Committed), and
 // answers nil when it committed, so its caller publishes the events it
 // committed and answers success, as for any commit. A repeat would
 // find the change made and publish nothing (an add answers "already a
@@ -223,18 +223,20 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) erro
 	if err := fn(tx); err != nil {
 		return classify(op, err)
 	}
-	var xid string
-	if err := tx.QueryRow(ctx, pgerr.XactIDSQL).Scan(&xid); err != nil {
+	// NULL when fn wrote nothing (no id assigned, none taken for it):
+	// then whether the COMMIT went through changes nothing.
+	var xid *string
+	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned()::text`).Scan(&xid); err != nil {
 		return classify(op, fmt.Errorf("read the transaction id: %w", err))
 	}
 	err = tx.Commit(ctx)
-	if err == nil {
+	if err == nil || xid == nil && pgerr.AnswerLost(err) {
 		return nil
 	}
 	if !pgerr.AnswerLost(err) {
 		return classify(op, fmt.Errorf("commit: %w", err))
 	}
-	if cerr := pgerr.Committed(ctx, s.pool, xid); cerr != nil {
+	if cerr := pgerr.Committed(ctx, s.pool, *xid); cerr != nil {
 		return classify(op, fmt.Errorf("commit: %w (whether it committed: %w)", err, cerr))
 	}
 	return nil
