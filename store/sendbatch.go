@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,10 +75,13 @@ func (e lostAnswer) Unwrap() error { return e.error }
 // (pgerr.AnswerLost: an error of its own, such as the FATAL of a
 // terminated backend, is its answer, and the batch did not commit),
 // while ctx still ran (a batch cut off at its own deadline is answered
-// unavailable, whatever became of it). Should nothing of the batch have
-// gone out, running it again commits it once all the same.
+// unavailable, whatever became of it). A connection reset (or a write
+// to a closed one) answers data that reached a socket its backend had
+// closed already, one PostgreSQL terminated or restarted before the
+// batch came: nothing of it ran, and the batch fails as unavailable.
 func answerLost(ctx context.Context, conn *pgx.Conn, err error) bool {
-	return ctx.Err() == nil && conn.PgConn().IsClosed() && pgerr.AnswerLost(err)
+	return ctx.Err() == nil && conn.PgConn().IsClosed() && pgerr.AnswerLost(err) &&
+		!errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE)
 }
 
 // batchArgs are chat_send_batch's parallel arrays.
