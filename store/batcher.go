@@ -356,6 +356,22 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 	err := s.commitBatch(ctx, deadline, reqs)
 	s.batchCount.Add(1)
 	s.batchMsgs.Add(int64(len(reqs)))
+	// The answer to the batch was lost with its connection, COMMIT and
+	// all: PostgreSQL may have committed it, and then its messages have
+	// seqs and outbox rows but were neither answered nor published. The
+	// batch run again on another connection tells (waiting, should the
+	// first still hold its locks, up to the same deadline): each change
+	// it committed answers a duplicate, with the seq first assigned;
+	// what it did not, commits now. Its callers are answered that, and
+	// its duplicates are published as any are (publishCommitted).
+	lost := errors.As(err, new(lostAnswer))
+	if lost {
+		for _, r := range reqs {
+			r.res, r.err = chat.ChangeResult{}, nil
+		}
+		err = s.commitBatch(ctx, deadline, reqs)
+		s.batchCount.Add(1)
+	}
 	if batch != nil {
 		tracing.Finish(batch, err)
 	}
@@ -375,7 +391,9 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 	}
 	fresh := false
 	if err == nil {
-		fresh = s.publishCommitted(reqs)
+		// After a lost answer the relay is owed a wake-up for the rows
+		// the lost run wrote, which answer duplicates now.
+		fresh = s.publishCommitted(reqs) || lost
 	}
 	for _, r := range reqs {
 		if err != nil {
@@ -415,16 +433,21 @@ func (s *Store) startBatch(reqs []*sendReq) trace.Span {
 
 // publishCommitted hands the batch's new entries to the publisher in seq
 // order per conversation (the batch assigned seqs in its own order), before
-// any caller is answered; it reports whether there were any.
-func (s *Store) publishCommitted(batch []*sendReq) bool {
+// any caller is answered; it reports whether there were any. A resend's
+// entry (a duplicate, an already recalled message) is handed on again:
+// the first publishing of it may never have happened (its COMMIT's answer
+// was lost, commitAndAnswer), and a session that has its seq drops it.
+func (s *Store) publishCommitted(batch []*sendReq) (fresh bool) {
 	evs := make([]chat.Event, 0, len(batch))
 	for _, r := range batch {
-		if r.err == nil && !r.res.Duplicate && !r.res.Unchanged {
-			ev := chat.EntryEvent(r.res.Entry)
-			ev.Trace = r.trace
-			evs = append(evs, ev)
+		if r.err != nil || r.res.Entry.Seq == 0 || (r.res.Unchanged && r.res.Entry.Kind != chat.KindRecall) {
+			continue
 		}
+		ev := chat.EntryEvent(r.res.Entry)
+		ev.Trace = r.trace
+		evs = append(evs, ev)
+		fresh = fresh || !r.res.Duplicate && !r.res.Unchanged
 	}
 	s.publish(evs...)
-	return len(evs) > 0
+	return fresh
 }

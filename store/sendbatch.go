@@ -3,15 +3,18 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgerr"
 )
 
 // commitBatch commits a batch of sends (batcher.go gathers them; a lone
@@ -49,10 +52,36 @@ func (s *Store) commitBatch(ctx context.Context, deadline time.Time, reqs []*sen
 		return chat.Unavailable("send", context.DeadlineExceeded)
 	}
 	if err := s.sendBatchTx(ctx, conn.Conn(), remaining, reqs, args); err != nil {
+		lost := answerLost(ctx, conn.Conn(), err)
 		endOpenTx(conn.Conn())
+		if lost {
+			return lostAnswer{classify("send", err)}
+		}
 		return classify("send", err)
 	}
 	return nil
+}
+
+// lostAnswer is a batch's failure whose outcome is not known: the
+// connection died once the pipeline, COMMIT and all, had gone out, so
+// PostgreSQL may have committed it (commitAndAnswer asks by running the
+// batch again). It reads as the failure it wraps.
+type lostAnswer struct{ error }
+
+func (e lostAnswer) Unwrap() error { return e.error }
+
+// answerLost says whether err, a batch's failure on conn, may hide a
+// commit: the connection died without PostgreSQL's saying why
+// (pgerr.AnswerLost: an error of its own, such as the FATAL of a
+// terminated backend, is its answer, and the batch did not commit),
+// while ctx still ran (a batch cut off at its own deadline is answered
+// unavailable, whatever became of it). A connection reset (or a write
+// to a closed one) answers data that reached a socket its backend had
+// closed already, one PostgreSQL terminated or restarted before the
+// batch came: nothing of it ran, and the batch fails as unavailable.
+func answerLost(ctx context.Context, conn *pgx.Conn, err error) bool {
+	return ctx.Err() == nil && conn.PgConn().IsClosed() && pgerr.AnswerLost(err) &&
+		!errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE)
 }
 
 // batchArgs are chat_send_batch's parallel arrays.

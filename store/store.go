@@ -204,8 +204,42 @@ func readOnly() pgx.TxOptions {
 // COMMITTED is deliberate: after waiting for a row lock, the next statement
 // sees what the previous lock holder committed, which the send and
 // membership paths rely on. Errors come back classified for op.
+//
+// A COMMIT whose answer was lost with its connection (pgerr.AnswerLost)
+// may have committed: inTx reads the transaction's id (if fn wrote
+// anything) before it commits, asks the pool what became of it (pgerr.Committed), and
+// answers nil when it committed, so its caller publishes the events it
+// committed and answers success, as for any commit. A repeat would
+// find the change made and publish nothing (an add answers "already a
+// member"): members online would miss its events, and the node's member
+// index an added member, for good. When the pool cannot tell either, the
+// failure stands.
 func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
-	return s.runTx(ctx, op, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return classify(op, fmt.Errorf("begin: %w", err))
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := fn(tx); err != nil {
+		return classify(op, err)
+	}
+	// NULL when fn wrote nothing (no id assigned, none taken for it):
+	// then whether the COMMIT went through changes nothing.
+	var xid *string
+	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned()::text`).Scan(&xid); err != nil {
+		return classify(op, fmt.Errorf("read the transaction id: %w", err))
+	}
+	err = tx.Commit(ctx)
+	if err == nil || xid == nil && pgerr.AnswerLost(err) {
+		return nil
+	}
+	if !pgerr.AnswerLost(err) {
+		return classify(op, fmt.Errorf("commit: %w", err))
+	}
+	if cerr := pgerr.Committed(ctx, s.pool, *xid); cerr != nil {
+		return classify(op, fmt.Errorf("commit: %w (whether it committed: %w)", err, cerr))
+	}
+	return nil
 }
 
 // writeTx runs fn in a READ COMMITTED transaction together with the outbox

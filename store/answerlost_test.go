@@ -1,0 +1,164 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/store"
+)
+
+// TestASendWhoseCommitLostItsAnswerIsPublishedAndAnsweredWithItsSeq: the
+// batch of alice's message committed, and the answer to its COMMIT was
+// lost with the connection. The store asks PostgreSQL what became of it
+// (the batch run again on another connection answers its change a
+// duplicate, with the seq first assigned): alice is answered with that
+// seq, the message is published to the members' sessions (the fan-out
+// after commit), and its outbox row is there for the relay. A resend
+// with the same clientMsgId is a duplicate with the same seq. Before, the
+// batch failed as unavailable and nothing was published: members online
+// on the node missed the message until a later one of the conversation
+// made their session read back the gap, or until they reconnected.
+func TestASendWhoseCommitLostItsAnswerIsPublishedAndAnsweredWithItsSeq(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	if err := store.WantOutboxRows(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	proxy := pgtest.NewAnswerLosing(t, pool)
+	rec := &publishRecorder{types: []string{chat.EventMessageNew}}
+	st := store.New(pool, chat.DefaultLimits(), store.WithPublisher(rec), store.WithSendPool(proxy.Pool))
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	conv := mustGroup(t, st, 1, 2)
+	first := mustSend(t, st, conv.ID, 1, "before")
+
+	cut := proxy.LoseAnswer("chat_send_batch", nil)
+	req := sendReq(conv.ID, 1, "its answer is lost")
+	res, err := st.Send(ctx, req)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the batch's COMMIT was not lost")
+	}
+	want := first.Seq + 1
+	if got := queryInt(t, pool, `SELECT count(*) FROM message WHERE conversation_id = $1 AND seq = $2 AND client_msg_id = $3`,
+		conv.ID, want, req.ClientMsgID); got != 1 {
+		t.Fatalf("the message is not committed at seq %d (%d rows)", want, got)
+	}
+	if err != nil || res.Message.Seq != want {
+		t.Errorf("send whose COMMIT answer was lost = seq %d, %v; want seq %d, no error (it committed)", res.Message.Seq, err, want)
+	}
+	published := func() int {
+		n := 0
+		for _, ev := range rec.events() {
+			if ev.ConversationID == conv.ID && ev.Seq == want {
+				n++
+			}
+		}
+		return n
+	}
+	testkit.WaitFor(t, 5*time.Second, "the committed message published to the members' sessions", func() bool { return published() > 0 })
+	if evs := outboxEvents(t, pool, conv.ID, chat.EventMessageNew); len(evs) != 2 || evs[1].Seq != want {
+		t.Errorf("outbox rows for the relay: %+v, want seqs %d and %d", evs, first.Seq, want)
+	}
+
+	again, err := st.Send(ctx, req)
+	if err != nil || !again.Duplicate || again.Message.Seq != want {
+		t.Errorf("resend = seq %d, duplicate %v, %v; want the duplicate of seq %d", again.Message.Seq, again.Duplicate, err, want)
+	}
+	if got := queryInt(t, pool, `SELECT count(*) FROM message WHERE conversation_id = $1`, conv.ID); got != want {
+		t.Errorf("%d entries in the group, want %d (each message once)", got, want)
+	}
+}
+
+// TestAReadReceiptWhoseCommitLostItsAnswerIsAnsweredAndPublished: bob's
+// read watermark moved, and the answer to the batch's COMMIT was lost
+// with the connection. The store asks PostgreSQL what became of it
+// (pg_xact_status): bob is answered the watermark it committed, and the
+// read.updated is published to the members' sessions (alice's "seen").
+// His repeat answers the same watermark, which never moves back. Before,
+// the receipt failed as unavailable and the read.updated was never
+// published on the node: the repeat finds the watermark there already,
+// and moves nothing.
+func TestAReadReceiptWhoseCommitLostItsAnswerIsAnsweredAndPublished(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	if err := store.WantOutboxRows(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	proxy := pgtest.NewAnswerLosing(t, pool)
+	rec := &publishRecorder{types: []string{chat.EventReadUpdated}}
+	st := store.New(proxy.Pool, chat.DefaultLimits(), store.WithPublisher(rec))
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	conv := mustGroup(t, st, 1, 2)
+	sendN(t, st, conv.ID, 1, 3, "hi bob")
+
+	cut := proxy.LoseAnswer("UPDATE conversation_member m\nSET last_read_seq", nil)
+	res, err := r.MarkRead(ctx, conv.ID, 2, 2)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the read batch's COMMIT was not lost")
+	}
+	if got := queryInt(t, pool, `SELECT last_read_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, conv.ID); got != 2 {
+		t.Fatalf("bob's read watermark is %d, want 2 (committed)", got)
+	}
+	if err != nil || res.LastReadSeq != 2 {
+		t.Errorf("read receipt whose COMMIT answer was lost = %+v, %v; want lastReadSeq 2, no error (it committed)", res, err)
+	}
+	testkit.WaitFor(t, 5*time.Second, "bob's read.updated published", func() bool {
+		for _, ev := range rec.events() {
+			if ev.ConversationID == conv.ID && ev.UserID == 2 && ev.Seq == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	again, err := r.MarkRead(ctx, conv.ID, 2, 1)
+	if err != nil || again.LastReadSeq != 2 {
+		t.Errorf("an older receipt after it = %+v, %v; want lastReadSeq 2 (never backwards)", again, err)
+	}
+}
+
+// TestADeliveredFlushWhoseCommitLostItsAnswerIsWrittenAgainAndNeverMovesBack:
+// the delivered flush of bob's acknowledgement committed, and the answer
+// to its COMMIT was lost with the connection. The writer keeps the batch
+// and writes it again at its next tick (nothing moves: it is there), an
+// older acknowledgement after it moves nothing back, and a newer one is
+// written as ever. A guard: it passed before too.
+func TestADeliveredFlushWhoseCommitLostItsAnswerIsWrittenAgainAndNeverMovesBack(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	proxy := pgtest.NewAnswerLosing(t, pool)
+	st := store.New(proxy.Pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	conv := mustGroup(t, st, 1, 2)
+	sendN(t, st, conv.ID, 1, 5, "hi bob")
+
+	cut := proxy.LoseAnswer("INSERT INTO member_delivery AS d", nil)
+	r.Delivered(conv.ID, 2, 3)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the delivered flush's COMMIT was not lost")
+	}
+	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
+		t.Fatalf("member_delivery %d, want 3 (committed)", n)
+	}
+	waitFor(t, "the lost flush written again", func() bool { return r.DeliveredFlushes() > 0 })
+	before := r.DeliveredFlushes()
+	r.Delivered(conv.ID, 2, 2)
+	waitFor(t, "the older ack's flush", func() bool { return r.DeliveredFlushes() > before })
+	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
+		t.Errorf("member_delivery %d after an older ack, want 3", n)
+	}
+	r.Delivered(conv.ID, 2, 4)
+	waitFor(t, "the newer ack's flush", func() bool { return deliveredRow(t, pool, conv.ID, 2) == 4 })
+}
