@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
@@ -189,5 +190,48 @@ func TestAGroupCreateWhoseCommitAnswerWasLostIsOneGroupRepeatedWithItsKey(t *tes
 	}
 	if n := pgtest.QueryOne[int64](t, srv.Pool, `SELECT count(*) FROM conversation WHERE type = 'GROUP'`); n != 1 {
 		t.Errorf("%d groups, want 1", n)
+	}
+}
+
+// TestAnOrdinaryResendDoesNotReplayOldMessagesToAFreshSession: bob
+// connects with a clean session after alice's three messages; alice then
+// resends her first (its PUBACK lost on a weak network, as happens on
+// mobile), an ordinary duplicate whose first publishing was not in
+// doubt. Bob's next message is alice's new one, not the three from
+// before he connected: a duplicate is published again only when its
+// first publishing may have been missed (its batch's answer was lost),
+// not at every resend, where it started bob's fresh stream over at the
+// old seq (an entry routed late) and replayed the conversation from
+// there.
+func TestAnOrdinaryResendDoesNotReplayOldMessagesToAFreshSession(t *testing.T) {
+	t.Parallel()
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	ctx := context.Background()
+	conv := mustDirect(t, ctx, srv, 1, 2)
+	first := chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "one"}
+	if _, err := srv.Service.Send(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	mustSendAs(t, srv, conv.ID, 1, "two")
+	mustSendAs(t, srv, conv.ID, 1, "three")
+
+	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
+	session := srv.Hub.Session("bob")
+	if session == nil {
+		t.Fatal("bob has no session")
+	}
+	select {
+	case <-session.Loaded():
+	case <-time.After(5 * time.Second):
+		t.Fatal("bob's session did not load its cursors")
+	}
+
+	res, err := srv.Service.Send(ctx, first)
+	if err != nil || !res.Duplicate || res.Message.Seq != 1 {
+		t.Fatalf("alice's resend: %+v, %v; want the duplicate of seq 1", res, err)
+	}
+	mustSendAs(t, srv, conv.ID, 1, "four")
+	if ev := nextEvent(t, bob, "message.new", 5*time.Second); ev.Seq != 4 {
+		t.Errorf("bob's first message: seq %d %q, want alice's new one at seq 4 (nothing from before he connected)", ev.Seq, ev.Body)
 	}
 }
