@@ -235,3 +235,43 @@ func TestAnOrdinaryResendDoesNotReplayOldMessagesToAFreshSession(t *testing.T) {
 		t.Errorf("bob's first message: seq %d %q, want alice's new one at seq 4 (nothing from before he connected)", ev.Seq, ev.Body)
 	}
 }
+
+// TestAMessageCommittedWhoseAnswerCameAsAResetReachesTheOtherMemberOnItsResend:
+// alice's batch committed, and the connection to PostgreSQL was reset
+// where its answer was (a proxy or load balancer between them ends it
+// with an RST). The node takes a reset for a batch that did not run and
+// does not run it again: alice is told to retry (0x80). Her resend
+// answers the duplicate with the seq first assigned, and bob, online,
+// gets the message then, live, once.
+func TestAMessageCommittedWhoseAnswerCameAsAResetReachesTheOtherMemberOnItsResend(t *testing.T) {
+	t.Parallel()
+	srv, proxy := answerLosingNode(t, nil)
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
+	alice, _ := dialAs(t, srv.MQTTAddr(), 1, "alice", 5, true)
+
+	cut := proxy.LoseAnswerReset("chat_send_batch", nil)
+	id := newID()
+	payload := testnode.SendPayload(id, "its answer is a reset")
+	ack, err := alice.Publish(testnode.MsgTopic(conv.ID), 1, payload)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the batch's COMMIT was not lost")
+	}
+	if err != nil || ack.ReasonCode != 0x80 {
+		t.Errorf("alice's PUBACK: reason 0x%02x, %v; want 0x80 (a reset is taken for a batch that did not run)", ack.ReasonCode, err)
+	}
+	if n := countMessages(t, srv.Pool, conv.ID); n != 1 {
+		t.Fatalf("%d messages stored, want 1", n)
+	}
+
+	again, err := alice.Publish(testnode.MsgTopic(conv.ID), 1, payload)
+	if err != nil || again.ReasonCode != 0 || userProp(again.Properties.User, "seq") != "1" || userProp(again.Properties.User, "duplicate") != "true" {
+		t.Errorf("alice's resend: reason 0x%02x, %v, %v; want 0x00, the duplicate of seq 1", again.ReasonCode, again.Properties.User, err)
+	}
+	if ev := nextEvent(t, bob, "message.new", 5*time.Second); ev.ClientMsgID != id || ev.Seq != 1 {
+		t.Errorf("bob got %+v, want alice's message at seq 1", ev)
+	}
+	noMessagesOf(t, bob, conv.ID, 300*time.Millisecond, "a second copy of alice's message")
+}
