@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
@@ -190,4 +191,87 @@ func TestAGroupCreateWhoseCommitAnswerWasLostIsOneGroupRepeatedWithItsKey(t *tes
 	if n := pgtest.QueryOne[int64](t, srv.Pool, `SELECT count(*) FROM conversation WHERE type = 'GROUP'`); n != 1 {
 		t.Errorf("%d groups, want 1", n)
 	}
+}
+
+// TestAnOrdinaryResendDoesNotReplayOldMessagesToAFreshSession: bob
+// connects with a clean session after alice's three messages; alice then
+// resends her first (its PUBACK lost on a weak network, as happens on
+// mobile), an ordinary duplicate whose first publishing was not in
+// doubt. Bob's next message is alice's new one, not the three from
+// before he connected: a duplicate is published again only when its
+// first publishing may have been missed (its batch's answer was lost),
+// not at every resend, where it started bob's fresh stream over at the
+// old seq (an entry routed late) and replayed the conversation from
+// there.
+func TestAnOrdinaryResendDoesNotReplayOldMessagesToAFreshSession(t *testing.T) {
+	t.Parallel()
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	ctx := context.Background()
+	conv := mustDirect(t, ctx, srv, 1, 2)
+	first := chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "one"}
+	if _, err := srv.Service.Send(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	mustSendAs(t, srv, conv.ID, 1, "two")
+	mustSendAs(t, srv, conv.ID, 1, "three")
+
+	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
+	session := srv.Hub.Session("bob")
+	if session == nil {
+		t.Fatal("bob has no session")
+	}
+	select {
+	case <-session.Loaded():
+	case <-time.After(5 * time.Second):
+		t.Fatal("bob's session did not load its cursors")
+	}
+
+	res, err := srv.Service.Send(ctx, first)
+	if err != nil || !res.Duplicate || res.Message.Seq != 1 {
+		t.Fatalf("alice's resend: %+v, %v; want the duplicate of seq 1", res, err)
+	}
+	mustSendAs(t, srv, conv.ID, 1, "four")
+	if ev := nextEvent(t, bob, "message.new", 5*time.Second); ev.Seq != 4 {
+		t.Errorf("bob's first message: seq %d %q, want alice's new one at seq 4 (nothing from before he connected)", ev.Seq, ev.Body)
+	}
+}
+
+// TestAMessageCommittedWhoseAnswerCameAsAResetReachesTheOtherMemberOnItsResend:
+// alice's batch committed, and the connection to PostgreSQL was reset
+// where its answer was (a proxy or load balancer between them ends it
+// with an RST). The node takes a reset for a batch that did not run and
+// does not run it again: alice is told to retry (0x80). Her resend
+// answers the duplicate with the seq first assigned, and bob, online,
+// gets the message then, live, once.
+func TestAMessageCommittedWhoseAnswerCameAsAResetReachesTheOtherMemberOnItsResend(t *testing.T) {
+	t.Parallel()
+	srv, proxy := answerLosingNode(t, nil)
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
+	alice, _ := dialAs(t, srv.MQTTAddr(), 1, "alice", 5, true)
+
+	cut := proxy.LoseAnswerReset("chat_send_batch", nil)
+	id := newID()
+	payload := testnode.SendPayload(id, "its answer is a reset")
+	ack, err := alice.Publish(testnode.MsgTopic(conv.ID), 1, payload)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the batch's COMMIT was not lost")
+	}
+	if err != nil || ack.ReasonCode != 0x80 {
+		t.Errorf("alice's PUBACK: reason 0x%02x, %v; want 0x80 (a reset is taken for a batch that did not run)", ack.ReasonCode, err)
+	}
+	if n := countMessages(t, srv.Pool, conv.ID); n != 1 {
+		t.Fatalf("%d messages stored, want 1", n)
+	}
+
+	again, err := alice.Publish(testnode.MsgTopic(conv.ID), 1, payload)
+	if err != nil || again.ReasonCode != 0 || userProp(again.Properties.User, "seq") != "1" || userProp(again.Properties.User, "duplicate") != "true" {
+		t.Errorf("alice's resend: reason 0x%02x, %v, %v; want 0x00, the duplicate of seq 1", again.ReasonCode, again.Properties.User, err)
+	}
+	if ev := nextEvent(t, bob, "message.new", 5*time.Second); ev.ClientMsgID != id || ev.Seq != 1 {
+		t.Errorf("bob got %+v, want alice's message at seq 1", ev)
+	}
+	noMessagesOf(t, bob, conv.ID, 300*time.Millisecond, "a second copy of alice's message")
 }

@@ -363,7 +363,10 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 	// first still hold its locks, up to the same deadline): each change
 	// it committed answers a duplicate, with the seq first assigned;
 	// what it did not, commits now. Its callers are answered that, and
-	// its duplicates are published as any are (publishCommitted).
+	// its duplicates are published (publishCommitted). When the re-run
+	// fails too, or a batch that is not run again failed on a connection
+	// that died without PostgreSQL's word, its changes are remembered
+	// (unpublished): a resend of one publishes what it answers.
 	lost := errors.As(err, new(lostAnswer))
 	if lost {
 		for _, r := range reqs {
@@ -381,8 +384,11 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 			r.res, r.err = chat.ChangeResult{}, nil
 			if e := s.commitBatch(ctx, deadline, []*sendReq{r}); e != nil {
 				r.err = e
+				if lost || errors.As(e, new(unknownOutcome)) {
+					s.unpublished.add([]*sendReq{r})
+				}
 			} else {
-				fresh = s.publishCommitted([]*sendReq{r}) || fresh
+				fresh = s.publishCommitted([]*sendReq{r}, lost) || fresh
 			}
 			s.batchCount.Add(1)
 			r.answer()
@@ -393,7 +399,9 @@ func (s *Store) commitAndAnswer(deadline time.Time, reqs []*sendReq) bool {
 	if err == nil {
 		// After a lost answer the relay is owed a wake-up for the rows
 		// the lost run wrote, which answer duplicates now.
-		fresh = s.publishCommitted(reqs) || lost
+		fresh = s.publishCommitted(reqs, lost) || lost
+	} else if lost || errors.As(err, new(unknownOutcome)) {
+		s.unpublished.add(reqs)
 	}
 	for _, r := range reqs {
 		if err != nil {
@@ -434,13 +442,19 @@ func (s *Store) startBatch(reqs []*sendReq) trace.Span {
 // publishCommitted hands the batch's new entries to the publisher in seq
 // order per conversation (the batch assigned seqs in its own order), before
 // any caller is answered; it reports whether there were any. A resend's
-// entry (a duplicate, an already recalled message) is handed on again:
-// the first publishing of it may never have happened (its COMMIT's answer
-// was lost, commitAndAnswer), and a session that has its seq drops it.
-func (s *Store) publishCommitted(batch []*sendReq) (fresh bool) {
+// entry (a duplicate, an already recalled message) is handed on only when
+// its first publishing may never have happened: the batch is the re-run
+// of one whose answer was lost (again), or the change is one of a batch
+// answered with a failure whose outcome was not learnt (unpublished). A
+// session that has its seq drops it.
+func (s *Store) publishCommitted(batch []*sendReq, again bool) (fresh bool) {
 	evs := make([]chat.Event, 0, len(batch))
 	for _, r := range batch {
 		if r.err != nil || r.res.Entry.Seq == 0 || (r.res.Unchanged && r.res.Entry.Kind != chat.KindRecall) {
+			continue
+		}
+		resend := r.res.Duplicate || r.res.Unchanged
+		if resend && !again && !s.unpublished.take(r.req.ConversationID, r.req.ClientMsgID) {
 			continue
 		}
 		ev := chat.EntryEvent(r.res.Entry)

@@ -17,9 +17,11 @@
 // WithPublisher, before its caller is answered. That holds when the
 // answer to the COMMIT was lost with its connection too: a send batch is
 // run again on another connection (its committed changes answer
-// duplicates, which are published as every resend's entry is), and the
-// other writes (inTx) read their transaction's id before the COMMIT and
-// ask PostgreSQL what became of it (internal/pgerr: Committed).
+// duplicates, which are published; when that fails too, the resend of
+// such a change publishes its duplicate, an ordinary resend's is not),
+// and the other writes (inTx) read their transaction's id before the
+// COMMIT and ask PostgreSQL what became of it (internal/pgerr:
+// Committed).
 //
 // What one lock serialises reaches the publisher in commit order on the
 // committing node, as it reaches other nodes in outbox order: a send

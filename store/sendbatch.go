@@ -53,14 +53,27 @@ func (s *Store) commitBatch(ctx context.Context, deadline time.Time, reqs []*sen
 	}
 	if err := s.sendBatchTx(ctx, conn.Conn(), remaining, reqs, args); err != nil {
 		lost := answerLost(ctx, conn.Conn(), err)
+		unknown := conn.Conn().PgConn().IsClosed() && pgerr.AnswerLost(err)
 		endOpenTx(conn.Conn())
-		if lost {
+		switch {
+		case lost:
 			return lostAnswer{classify("send", err)}
+		case unknown:
+			return unknownOutcome{classify("send", err)}
 		}
 		return classify("send", err)
 	}
 	return nil
 }
+
+// unknownOutcome is a batch's failure on a connection that died without
+// PostgreSQL's saying why, which commitAndAnswer does not run again (a
+// reset, a write to a closed connection, its own deadline passed): it is
+// taken for one that did not commit, but it may have, and then its
+// entries were never published (Store.unpublished).
+type unknownOutcome struct{ error }
+
+func (e unknownOutcome) Unwrap() error { return e.error }
 
 // lostAnswer is a batch's failure whose outcome is not known: the
 // connection died once the pipeline, COMMIT and all, had gone out, so

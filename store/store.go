@@ -51,6 +51,9 @@ type Store struct {
 	// largeGroup: conversations of more members share no presence
 	// (WithLargeGroup).
 	largeGroup int
+	// unpublished: the changes of send batches answered with a failure
+	// whose outcome was not learnt, whose resends are published.
+	unpublished unpublished
 }
 
 var _ chat.Store = (*Store)(nil)

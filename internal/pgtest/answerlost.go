@@ -39,6 +39,7 @@ type losing struct {
 	match  string
 	before func()
 	done   chan struct{}
+	reset  bool // LoseAnswerReset
 }
 
 // NewAnswerLosing puts the proxy in front of pool's database (a Unix
@@ -80,6 +81,17 @@ func (a *AnswerLosing) LoseAnswer(match string, before func()) <-chan struct{} {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.armed = &losing{match: match, before: before, done: make(chan struct{})}
+	return a.armed.done
+}
+
+// LoseAnswerReset is LoseAnswer whose client connection is reset (the
+// proxy closes it with SO_LINGER 0: an RST) instead of closed, as a
+// proxy or load balancer between chatd and PostgreSQL may end it: the
+// client reads ECONNRESET where the answer to the COMMIT was.
+func (a *AnswerLosing) LoseAnswerReset(match string, before func()) <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.armed = &losing{match: match, before: before, done: make(chan struct{}), reset: true}
 	return a.armed.done
 }
 
@@ -246,6 +258,9 @@ func (s *session) down() {
 		}
 		if l.before != nil {
 			l.before()
+		}
+		if tc, ok := s.client.(*net.TCPConn); ok && l.reset {
+			_ = tc.SetLinger(0)
 		}
 		s.stop()
 		close(l.done)
