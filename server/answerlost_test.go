@@ -7,6 +7,7 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgembed"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testnode"
@@ -37,10 +38,7 @@ func answerLosingNode(t *testing.T, env map[string]string) (*server.Server, *pgt
 // else of the conversation came to expose the gap.
 func TestAMessageWhoseCommitAnswerWasLostIsAckedAndReachesTheOtherMemberLive(t *testing.T) {
 	t.Parallel()
-	srv, proxy := answerLosingNode(t, nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
-	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
-	alice, _ := dialAs(t, srv.MQTTAddr(), 1, "alice", 5, true)
+	srv, proxy, conv, alice, bob := aliceAndBobThroughAnswerLosing(t)
 
 	cut := proxy.LoseAnswer("chat_send_batch", nil)
 	id := newID()
@@ -80,10 +78,7 @@ func TestAMessageWhoseCommitAnswerWasLostIsAckedAndReachesTheOtherMemberLive(t *
 // message of the conversation exposed the gap, or he reconnected.
 func TestAMessageCommittedWhileEveryAnswerWasLostReachesTheOtherMemberOnItsResend(t *testing.T) {
 	t.Parallel()
-	srv, proxy := answerLosingNode(t, nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
-	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
-	alice, _ := dialAs(t, srv.MQTTAddr(), 1, "alice", 5, true)
+	srv, proxy, conv, alice, bob := aliceAndBobThroughAnswerLosing(t)
 
 	var second <-chan struct{}
 	first := proxy.LoseAnswer("chat_send_batch", func() { second = proxy.LoseAnswer("chat_send_batch", nil) })
@@ -104,14 +99,7 @@ func TestAMessageCommittedWhileEveryAnswerWasLostReachesTheOtherMemberOnItsResen
 		t.Fatalf("%d messages stored, want 1", n)
 	}
 
-	again, err := alice.Publish(testnode.MsgTopic(conv.ID), 1, payload)
-	if err != nil || again.ReasonCode != 0 || userProp(again.Properties.User, "seq") != "1" || userProp(again.Properties.User, "duplicate") != "true" {
-		t.Errorf("alice's resend: reason 0x%02x, %v, %v; want 0x00, the duplicate of seq 1", again.ReasonCode, again.Properties.User, err)
-	}
-	if ev := nextEvent(t, bob, "message.new", 5*time.Second); ev.ClientMsgID != id || ev.Seq != 1 {
-		t.Errorf("bob got %+v, want alice's message at seq 1", ev)
-	}
-	noMessagesOf(t, bob, conv.ID, 300*time.Millisecond, "a second copy of alice's message")
+	resendReachesBobOnce(t, alice, bob, conv.ID, id, payload)
 }
 
 // TestAMemberAddWhoseCommitAnswerWasLostIsMadeOnceAndTheNewMemberGetsMessagesLive:
@@ -245,10 +233,7 @@ func TestAnOrdinaryResendDoesNotReplayOldMessagesToAFreshSession(t *testing.T) {
 // gets the message then, live, once.
 func TestAMessageCommittedWhoseAnswerCameAsAResetReachesTheOtherMemberOnItsResend(t *testing.T) {
 	t.Parallel()
-	srv, proxy := answerLosingNode(t, nil)
-	conv := mustDirect(t, context.Background(), srv, 1, 2)
-	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
-	alice, _ := dialAs(t, srv.MQTTAddr(), 1, "alice", 5, true)
+	srv, proxy, conv, alice, bob := aliceAndBobThroughAnswerLosing(t)
 
 	cut := proxy.LoseAnswerReset("chat_send_batch", nil)
 	id := newID()
@@ -266,12 +251,32 @@ func TestAMessageCommittedWhoseAnswerCameAsAResetReachesTheOtherMemberOnItsResen
 		t.Fatalf("%d messages stored, want 1", n)
 	}
 
-	again, err := alice.Publish(testnode.MsgTopic(conv.ID), 1, payload)
+	resendReachesBobOnce(t, alice, bob, conv.ID, id, payload)
+}
+
+// aliceAndBobThroughAnswerLosing is a node whose database connections go
+// through proxy, and a direct conversation of alice (1) and bob (2) on
+// it, both connected over MQTT 5 (alice a client to publish with).
+func aliceAndBobThroughAnswerLosing(t *testing.T) (*server.Server, *pgtest.AnswerLosing, chat.Conversation, *mqtttest.Client, *mqtttest.Client) {
+	t.Helper()
+	srv, proxy := answerLosingNode(t, nil)
+	conv := mustDirect(t, context.Background(), srv, 1, 2)
+	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
+	alice, _ := dialAs(t, srv.MQTTAddr(), 1, "alice", 5, true)
+	return srv, proxy, conv, alice, bob
+}
+
+// resendReachesBobOnce: alice's resend of payload (message id, told to
+// retry) answers the duplicate of seq 1, and bob gets the message then,
+// live, once.
+func resendReachesBobOnce(t *testing.T, alice, bob *mqtttest.Client, conv int64, id string, payload []byte) {
+	t.Helper()
+	again, err := alice.Publish(testnode.MsgTopic(conv), 1, payload)
 	if err != nil || again.ReasonCode != 0 || userProp(again.Properties.User, "seq") != "1" || userProp(again.Properties.User, "duplicate") != "true" {
 		t.Errorf("alice's resend: reason 0x%02x, %v, %v; want 0x00, the duplicate of seq 1", again.ReasonCode, again.Properties.User, err)
 	}
 	if ev := nextEvent(t, bob, "message.new", 5*time.Second); ev.ClientMsgID != id || ev.Seq != 1 {
 		t.Errorf("bob got %+v, want alice's message at seq 1", ev)
 	}
-	noMessagesOf(t, bob, conv.ID, 300*time.Millisecond, "a second copy of alice's message")
+	noMessagesOf(t, bob, conv, 300*time.Millisecond, "a second copy of alice's message")
 }

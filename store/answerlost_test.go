@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/internal/testkit"
@@ -24,12 +26,7 @@ import (
 // made their session read back the gap, or until they reconnected.
 func TestASendWhoseCommitLostItsAnswerIsPublishedAndAnsweredWithItsSeq(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	pool := pgtest.NewPool(t)
-	if err := store.WantOutboxRows(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	proxy := pgtest.NewAnswerLosing(t, pool)
+	ctx, pool, proxy := answerLosingPool(t)
 	rec := &publishRecorder{types: []string{chat.EventMessageNew}}
 	st := store.New(pool, chat.DefaultLimits(), store.WithPublisher(rec), store.WithSendPool(proxy.Pool))
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
@@ -86,12 +83,7 @@ func TestASendWhoseCommitLostItsAnswerIsPublishedAndAnsweredWithItsSeq(t *testin
 // and moves nothing.
 func TestAReadReceiptWhoseCommitLostItsAnswerIsAnsweredAndPublished(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	pool := pgtest.NewPool(t)
-	if err := store.WantOutboxRows(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	proxy := pgtest.NewAnswerLosing(t, pool)
+	ctx, pool, proxy := answerLosingPool(t)
 	rec := &publishRecorder{types: []string{chat.EventReadUpdated}}
 	st := store.New(proxy.Pool, chat.DefaultLimits(), store.WithPublisher(rec))
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
@@ -161,4 +153,16 @@ func TestADeliveredFlushWhoseCommitLostItsAnswerIsWrittenAgainAndNeverMovesBack(
 	}
 	r.Delivered(conv.ID, 2, 4)
 	waitFor(t, "the newer ack's flush", func() bool { return deliveredRow(t, pool, conv.ID, 2) == 4 })
+}
+
+// answerLosingPool is a database that keeps outbox rows (as with a relay)
+// and an AnswerLosing proxy in front of it.
+func answerLosingPool(t *testing.T) (context.Context, *pgxpool.Pool, *pgtest.AnswerLosing) {
+	t.Helper()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	if err := store.WantOutboxRows(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, pool, pgtest.NewAnswerLosing(t, pool)
 }
