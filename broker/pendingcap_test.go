@@ -290,17 +290,6 @@ func TestTheAcceptLoopBacksOffOnEMFILEAndKeepsAccepting(t *testing.T) {
 	}
 }
 
-// waitPending waits up to 5 s for ip to have want connections counted.
-func waitPending(t *testing.T, l *TCPListener, ip string, want int) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); l.pending.pendingFrom(ip) != want; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections of %s waiting for their CONNECT after 5 s, want %d", l.pending.pendingFrom(ip), ip, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // With the PROXY protocol on, a connection was counted only once its
 // header was read (or found missing), so a peer that sent nothing, from
 // a trusted network or any other, held connections uncounted until the
@@ -333,15 +322,15 @@ func TestConnectionsAwaitingTheirPROXYHeaderCountUnderThePeerThenTheClient(t *te
 			t.Fatal(err)
 		}
 	}
-	waitPending(t, l, client, 2)
-	waitPending(t, l, trustedPeer, 0)
+	waitPendingOf(t, l.pending, client, 2, "behind the balancer")
+	waitPendingOf(t, l.pending, trustedPeer, 0, "the balancer")
 
 	for _, peer := range []string{trustedPeer, untrustedPeer} {
 		silent := make([]net.Conn, 3)
 		for i := range silent {
 			silent[i] = dial(peer)
 		}
-		waitPending(t, l, peer, 3)
+		waitPendingOf(t, l.pending, peer, 3, "silent")
 		over := dial(peer)
 		if !waitClosed(over, 2*time.Second) {
 			t.Fatalf("the 4th connection of %s sending nothing, not even a PROXY header, was not closed within 2 s (the connect timeout is 10 s)", peer)
@@ -354,7 +343,7 @@ func TestConnectionsAwaitingTheirPROXYHeaderCountUnderThePeerThenTheClient(t *te
 		for _, c := range silent {
 			_ = c.Close()
 		}
-		waitPending(t, l, peer, 0)
+		waitPendingOf(t, l.pending, peer, 0, "closed")
 	}
 	if n := refused.Load(); n != 2 {
 		t.Fatalf("%d refusals counted, want 2", n)
@@ -365,7 +354,7 @@ func TestConnectionsAwaitingTheirPROXYHeaderCountUnderThePeerThenTheClient(t *te
 	if _, err := io.WriteString(c, "PROXY TCP4 "+client+" 127.0.0.1 40001 1883\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	waitPending(t, l, client, 3)
+	waitPendingOf(t, l.pending, client, 3, "behind the balancer")
 	over := dial(trustedPeer)
 	if _, err := io.WriteString(over, "PROXY TCP4 "+client+" 127.0.0.1 40002 1883\r\n"); err != nil {
 		t.Fatal(err)
@@ -373,7 +362,7 @@ func TestConnectionsAwaitingTheirPROXYHeaderCountUnderThePeerThenTheClient(t *te
 	if !waitClosed(over, 2*time.Second) {
 		t.Fatalf("a 4th connection the balancer's header says is %s's was not closed within 2 s", client)
 	}
-	waitPending(t, l, trustedPeer, 0)
+	waitPendingOf(t, l.pending, trustedPeer, 0, "the balancer")
 
 	device := dial(trustedPeer)
 	if _, err := io.WriteString(device, "PROXY TCP4 198.51.100.8 127.0.0.1 40003 1883\r\n"); err != nil {
@@ -442,8 +431,8 @@ func loopback(l *TCPListener) string {
 	return net.JoinHostPort("127.0.0.1", port)
 }
 
-// waitPending waits until ip has want connections counted as waiting for
-// their CONNECT.
+// waitPendingOf waits up to 5 s until ip has want connections counted by
+// p as waiting for their CONNECT; what names the moment in a failure.
 func waitPendingOf(t *testing.T, p *pendingConnects, ip string, want int, what string) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); p.pendingFrom(ip) != want; {
