@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mochi-mqtt/server/v2/packets"
+
 	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgembed"
@@ -40,15 +42,7 @@ func TestAMessageWhoseCommitAnswerWasLostIsAckedAndReachesTheOtherMemberLive(t *
 	t.Parallel()
 	srv, proxy, conv, alice, bob := aliceAndBobThroughAnswerLosing(t)
 
-	cut := proxy.LoseAnswer("chat_send_batch", nil)
-	id := newID()
-	payload := testnode.SendPayload(id, "its answer is lost")
-	ack, err := alice.Publish(testnode.MsgTopic(conv.ID), 1, payload)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the batch's COMMIT was not lost")
-	}
+	id, payload, ack, err := publishLosingItsAnswer(t, alice, conv.ID, "its answer is lost", proxy.LoseAnswer("chat_send_batch", nil))
 	if n := countMessages(t, srv.Pool, conv.ID); n != 1 {
 		t.Fatalf("%d messages stored, want 1", n)
 	}
@@ -235,15 +229,7 @@ func TestAMessageCommittedWhoseAnswerCameAsAResetReachesTheOtherMemberOnItsResen
 	t.Parallel()
 	srv, proxy, conv, alice, bob := aliceAndBobThroughAnswerLosing(t)
 
-	cut := proxy.LoseAnswerReset("chat_send_batch", nil)
-	id := newID()
-	payload := testnode.SendPayload(id, "its answer is a reset")
-	ack, err := alice.Publish(testnode.MsgTopic(conv.ID), 1, payload)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the batch's COMMIT was not lost")
-	}
+	id, payload, ack, err := publishLosingItsAnswer(t, alice, conv.ID, "its answer is a reset", proxy.LoseAnswerReset("chat_send_batch", nil))
 	if err != nil || ack.ReasonCode != 0x80 {
 		t.Errorf("alice's PUBACK: reason 0x%02x, %v; want 0x80 (a reset is taken for a batch that did not run)", ack.ReasonCode, err)
 	}
@@ -279,4 +265,21 @@ func resendReachesBobOnce(t *testing.T, alice, bob *mqtttest.Client, conv int64,
 		t.Errorf("bob got %+v, want alice's message at seq 1", ev)
 	}
 	noMessagesOf(t, bob, conv, 300*time.Millisecond, "a second copy of alice's message")
+}
+
+// publishLosingItsAnswer publishes alice's message body into conv while
+// cut (the proxy's LoseAnswer or LoseAnswerReset of the send batch) takes
+// the answer to its batch's COMMIT, and returns the message's id, its
+// payload (to resend) and alice's PUBACK.
+func publishLosingItsAnswer(t *testing.T, alice *mqtttest.Client, conv int64, body string, cut <-chan struct{}) (string, []byte, packets.Packet, error) {
+	t.Helper()
+	id := newID()
+	payload := testnode.SendPayload(id, body)
+	ack, err := alice.Publish(testnode.MsgTopic(conv), 1, payload)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the batch's COMMIT was not lost")
+	}
+	return id, payload, ack, err
 }
