@@ -306,10 +306,7 @@ func (d *dispatcher) handle(payload []byte) {
 // apply applies one event from the events topic (slim: see message),
 // unless its conversation's events are held (asks): then it waits there.
 func (d *dispatcher) apply(ev Event, slim bool) {
-	if a := d.asks[ev.ConversationID]; a != nil && ev.Type != EventTyping {
-		// Typing is of now, in no order with the entries: held for an
-		// answer that can take a minute, it would show someone typing
-		// long after they stopped.
+	if a := d.asks[ev.ConversationID]; a != nil && waitsForEntries(ev.Type) {
 		if isEntry(ev.Type) {
 			// Activity on the events topic: see checkTargets.
 			now := time.Now()
@@ -357,6 +354,40 @@ func (d *dispatcher) apply(ev Event, slim bool) {
 	default:
 		d.emit(ev)
 	}
+}
+
+// waitsForEntries reports whether an event of type typ of a conversation
+// whose join entry chatd is being asked about (askJoin) waits with the
+// conversation's entries for the answer, which can take 3 request
+// timeouts (45 s by default), rather than going on at once. Only what
+// the held entries' order bears on waits:
+//   - the entries (message.*, reaction.updated, system.new): their order
+//     and the join entry's answer decide whether and where they go on;
+//   - member.added, member.removed, member.updated, conversation.created
+//     and conversation.updated: membership and settings, each also a
+//     system.new entry of the stream, so that shown before the held
+//     entries they would be undone by older ones; the user's own
+//     membership events also decide what the held entries are (owed to
+//     an ended membership, or the start of a new one);
+//   - error (chatd's, or the client's refusal of a send there): a refusal
+//     such as not_member follows the removal that explains it;
+//   - a type this client does not know: its order may matter.
+//
+// Typing, read.updated and delivery.updated go on at once: none is an
+// entry of the stream (docs/protocol.md: live notifications, not
+// replayed), typing is of now, and a watermark is a seq an application
+// keeps the highest of, whether or not the entry it names has come
+// (after a reconnection it reads watermarks from the inbox ahead of the
+// entries a catch-up still brings). Held, they came up to that long
+// late: someone typing long after they stopped, a message shown unread
+// long after it was read. Presence and profile.updated belong to no
+// conversation and are never held.
+func waitsForEntries(typ string) bool {
+	switch typ {
+	case EventTyping, EventReadUpdated, EventDeliveryUpdated, EventPresence, EventProfileUpdated:
+		return false
+	}
+	return true
 }
 
 // own hands on an event of the client's own (an error), after the held

@@ -172,7 +172,9 @@
 // after the catch-up found the user gone; such an entry is handed on
 // without bringing the conversation back. While chatd is asked, the
 // entry and the events of its conversation that come after it wait, and
-// follow the answer in the order they came (but typing, which is of now);
+// follow the answer in the order they came, but typing (which is of
+// now), read.updated and delivery.updated (watermarks, not entries of the
+// stream), which go on at once;
 // the other conversations' events go on meanwhile (Close ends the question, and what it held is
 // not handed on). chatd is asked 3 times at most (each up to
 // RequestTimeout), and not once the client stopped connecting; without

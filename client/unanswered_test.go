@@ -122,6 +122,58 @@ func TestTypingInAGroupAskedAboutIsNotHeld(t *testing.T) {
 	}
 }
 
+// TestReadAndDeliveryUpdatesInAGroupAskedAboutAreNotHeld: while chatd is
+// asked about a group's join entry, the group's entries wait for the
+// answer, but its read.updated and delivery.updated are handed on at
+// once: they are watermarks, not entries of the stream, and held they
+// came after the answer, up to 3 request timeouts later (45s by
+// default), showing a message unread or undelivered long after it was
+// read or delivered.
+func TestReadAndDeliveryUpdatesInAGroupAskedAboutAreNotHeld(t *testing.T) {
+	t.Parallel()
+	j := askedAboutAJoinEntry(t, 15*time.Second)
+	ctx := ctxFor(t, 30*time.Second)
+	// User 2's own message: an entry, held; user 1's session
+	// acknowledging it moves their delivered watermark, told to its
+	// sender by delivery.updated.
+	mine, err := j.b.Send(ctx, j.g, "mine, while asked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notEntry := func(ev client.Event) {
+		if ev.ConversationID == j.g && isEntryType(ev.Type) {
+			t.Fatalf("entry %d of the group (%s) handed on while chatd was asked about its join entry", ev.Seq, ev.Type)
+		}
+	}
+	if !watchEvents(t, j.b, 5*time.Second, func(ev client.Event) bool {
+		notEntry(ev)
+		return ev.Type == client.EventDeliveryUpdated && ev.ConversationID == j.g && ev.UserID == 1 && ev.Seq == mine
+	}) {
+		t.Fatalf("user 1's delivery.updated of %d not handed on within 5s while chatd was asked about the group's join entry", mine)
+	}
+	// User 1 reads it (after their acknowledgement moved the delivered
+	// watermark, which a read moves too): read.updated to the members.
+	if _, err := j.a.MarkReadNow(ctx, j.g, mine); err != nil {
+		t.Fatal(err)
+	}
+	if !watchEvents(t, j.b, 5*time.Second, func(ev client.Event) bool {
+		notEntry(ev)
+		return ev.Type == client.EventReadUpdated && ev.ConversationID == j.g && ev.UserID == 1 && ev.Seq == mine
+	}) {
+		t.Fatalf("user 1's read.updated of %d not handed on within 5s while chatd was asked about the group's join entry", mine)
+	}
+}
+
+// isEntryType reports whether events of typ are entries of a
+// conversation's stream.
+func isEntryType(typ string) bool {
+	switch typ {
+	case client.EventMessageNew, client.EventMessageEdited, client.EventMessageRecalled, client.EventReactionUpdated, client.EventSystemNew:
+		return true
+	}
+	return false
+}
+
 // TestCloseReturnsPromptlyWhileAskingAboutAJoinEntry: Close ends a
 // question about a join entry (see
 // TestOtherConversationsEventsComeWhileChatdIsAskedAboutAJoinEntry) that
