@@ -177,7 +177,10 @@
 // stream), which go on at once;
 // the other conversations' events go on meanwhile (Close ends the question, and what it held is
 // not handed on). chatd is asked 3 times at most (each up to
-// RequestTimeout), and not once the client stopped connecting; without
+// RequestTimeout), and not once the client stopped connecting (Err),
+// which ends a question under way: what it held is handed on before the
+// error event, as if no answer had come, so that nothing that came
+// before the stop follows that event; without
 // an answer the entry brings the conversation back: one tracked wrongly
 // is forgotten by the next inbox read (of the next connection, or of the
 // next client given Positions), while one left untracked wrongly would have its

@@ -231,6 +231,55 @@ func TestAClientThatStopsWhileAskingAboutAJoinEntrySaysWhy(t *testing.T) {
 	}
 }
 
+// TestAClientThatStopsWhileAskingAboutAJoinEntryHandsOnWhatItHeldFirst:
+// a client that stops connecting (its static token revoked) while chatd
+// is asked about a group's join entry hands on the entry, taken for the
+// start of the membership, and the group's entries held with it before
+// its error event, in the order they came: they came before the stop.
+// The error event "unauthorized" came first, and the held entries after
+// it, once the question ended, as if the stopped client went on
+// receiving. Nothing of the group follows the error event.
+func TestAClientThatStopsWhileAskingAboutAJoinEntryHandsOnWhatItHeldFirst(t *testing.T) {
+	t.Parallel()
+	j := askedAboutAJoinEntry(t, time.Minute)
+	held := sendN(t, j.a, j.g, 2, "while asked")
+	busy := sendN(t, j.a, j.busy, 1, "meanwhile")
+	// The other conversation's message, sent after the group's, came:
+	// so did the group's, held.
+	if !watchEvents(t, j.b, 10*time.Second, func(ev client.Event) bool {
+		return ev.Type == client.EventMessageNew && ev.ConversationID == j.busy && ev.Seq == busy[0]
+	}) {
+		t.Fatalf("message %d of another conversation not handed on within 10s while chatd was asked about the group's join entry", busy[0])
+	}
+	revokeTokensOf2(t, j.srv)
+	var seqs []int64
+	code := ""
+	if !watchEvents(t, j.b, 20*time.Second, func(ev client.Event) bool {
+		if ev.ConversationID == j.g && ev.Seq > 0 && isEntryType(ev.Type) {
+			seqs = append(seqs, ev.Seq)
+		}
+		code = ev.Code
+		return ev.Type == client.EventError
+	}) {
+		t.Fatalf("no error event within 20s of the revocation (Err: %v); entries of the group handed on: %v", j.b.Err(), seqs)
+	}
+	if code != "unauthorized" {
+		t.Fatalf("error event code %q, want unauthorized", code)
+	}
+	if want := []int64{held[0] - 1, held[0], held[1]}; !slices.Equal(seqs, want) {
+		t.Fatalf("entries of the group before the error event: %v, want %v (the join entry, then what came while chatd was asked)", seqs, want)
+	}
+	closeWithin(t, "close client", 10*time.Second, j.b.Close)
+	for ev := range j.b.Events() {
+		if ev.ConversationID == j.g && ev.Seq > 0 {
+			t.Fatalf("%s %d of the group handed on after the error event", ev.Type, ev.Seq)
+		}
+	}
+	if h, ok := j.b.Positions()[j.g]; !ok || h != held[1] {
+		t.Fatalf("the group in Positions: %d %v, want tracked at %d", h, ok, held[1])
+	}
+}
+
 // TestAClientThatStopsWhileFillingAGapSaysWhy: a gap filled through
 // history is retried until it is filled, and a client whose static token
 // is revoked meanwhile stops connecting: every history call fails at
