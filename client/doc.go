@@ -331,7 +331,13 @@
 // the completion's for good) is followed by the completion alone
 // (upload.complete, which chatd answers after the URL expired too), not
 // by the bytes again: chatd learns of them from it only, and upload.get
-// says pending whatever the bucket holds. Only a completion that finds
+// says pending whatever the bucket holds. A completion that finds the
+// upload gone (deleted after upload_ttl, which a node configured with a
+// shorter one than the ticket's URL life passes while the URL still
+// takes bytes) has nothing to complete them into: a new
+// ticket takes them, once, not that URL again; deleted again, Upload
+// fails with an error matching ErrNotFound that says so. Only a
+// completion that finds
 // nothing under the URL (the upload still pending) sends them again; one
 // that finds nothing though the store answered the PUT 2xx (a store that
 // shows an object late) is asked again on the next attempt, before the
