@@ -153,6 +153,23 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 	if err := newTicket(); err != nil {
 		return Attachment{}, err
 	}
+	// renewed: chatd deleted an upload of this Upload before its bytes
+	// were completed (its upload_ttl past while the URL was still valid:
+	// a URL's life is no promise that the upload lives as long), and a
+	// new ticket was taken. Its URL may still take bytes, but chatd no
+	// longer has an upload to complete them into: PUT there, they were
+	// stored for nothing and the completion failed the Upload with
+	// not_found, whose caller's retry charged the file once more. The new
+	// ticket is taken once; deleted again, the Upload fails saying so.
+	renewed := false
+	renew := func(err error) error {
+		if renewed {
+			return fmt.Errorf("upload %s: chatd deleted its upload %s again before the bytes were completed (is its upload_ttl shorter than upload_url_expiry?): %w", name, t.UploadID, err)
+		}
+		renewed = true
+		c.cfg.Logger.Info("chatd deleted the upload before its bytes were completed; taking a new ticket", "name", name, "upload", t.UploadID, "err", err)
+		return newTicket()
+	}
 	var last error
 	// stored: chatd answered 409, complete already: an earlier PUT got
 	// through but its answer was lost (chatd answers the same bytes sent
@@ -169,8 +186,15 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 			if inBucket {
 				// Completed, before or after the URL expired, they are
 				// neither sent again nor charged again on a new ticket.
-				a, done, err := c.settle(ctx, t, src.size, ctype, attempts)
-				if err != nil && settleAgain(ctx, err) {
+				a, done, deleted, err := c.settle(ctx, t, src.size, ctype, attempts)
+				switch {
+				case deleted:
+					// Nothing to complete them into: they go to a new
+					// ticket's URL, not again to this one's.
+					if err := renew(err); err != nil {
+						return Attachment{}, err
+					}
+				case err != nil && settleAgain(ctx, err):
 					// chatd not reached, or unable for now: the bytes
 					// may still be in the bucket, and the next attempt
 					// completes them, where failing the Upload had its
@@ -178,11 +202,11 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 					last = err
 					c.cfg.Logger.Info("completing an upload failed for now; completing it again", "name", name, "attempt", attempt+1, "err", err)
 					continue
-				}
-				if err != nil || done {
+				case err != nil || done:
 					return a, err
+				default:
+					sent, inBucket = false, false // they never arrived
 				}
-				sent, inBucket = false, false // they never arrived
 			}
 			if !stored && time.Until(t.ExpiresAt) < 30*time.Second {
 				// A PUT that failed may have stored the file, its answer
@@ -229,6 +253,15 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 			if err := newTicket(); err != nil {
 				return Attachment{}, err
 			}
+			continue
+		}
+		if !stored && inBucket && errors.Is(err, ErrNotFound) && errors.As(err, &ce) && ce.Op == "rpc upload.complete" {
+			// The store took the bytes, but chatd deleted the upload
+			// before they were completed (see renewed).
+			if err := renew(err); err != nil {
+				return Attachment{}, err
+			}
+			last = err
 			continue
 		}
 		if !stored && inBucket && errors.As(err, &ce) && ce.Code == "invalid" && ce.Op == "rpc upload.complete" {
@@ -360,13 +393,14 @@ const completeWon = "whose completion found nothing under its URL"
 // too, so bytes the store took are completed, never sent nor charged
 // again. Done with the attachment once complete with the file (as
 // readSentBefore checks it); not done when nothing is under the URL (400,
-// the upload still pending) or the upload went, bytes and all (404, 410:
-// deleted after upload_ttl), for the bytes to go again; an error
-// otherwise (a 400 whose upload is gone: chatd refused the bytes). A
-// refusal for now is asked again as a ticket is.
-func (c *Client) settle(ctx context.Context, t chat.UploadTicket, size int64, declared string, attempts int) (Attachment, bool, error) {
+// the upload still pending), for the bytes to go again to t's URL;
+// deleted, with the completion's refusal, when the upload went, bytes
+// and all (404, 410: deleted after upload_ttl, which may pass while the
+// URL still takes bytes), for the bytes to go to a new ticket's URL; an
+// error otherwise (a 400 whose upload is gone: chatd refused the bytes).
+// A refusal for now is asked again as a ticket is.
+func (c *Client) settle(ctx context.Context, t chat.UploadTicket, size int64, declared string, attempts int) (a Attachment, done, deleted bool, err error) {
 	var up uploadState
-	var err error
 	for n := 1; ; n++ {
 		err = c.call(ctx, "upload.complete", map[string]any{"uploadId": t.UploadID}, &up, true)
 		if n >= attempts || !c.askAgainLater(ctx, n, err) {
@@ -377,27 +411,29 @@ func (c *Client) settle(ctx context.Context, t chat.UploadTicket, size int64, de
 	switch {
 	case err == nil:
 		if up.State == "complete" && up.Attachment != nil && up.Attachment.Size == size && sameKind(up.Attachment.ContentType, declared) {
-			return *up.Attachment, true, nil
+			return *up.Attachment, true, false, nil
 		}
 		// Not the upload this file made, or no longer waiting to be
 		// sent: readSentBefore says which.
-		return c.readSentBefore(ctx, t, size, declared, attempts, "whose bytes an earlier PUT sent, its answer or the completion's lost")
+		a, done, err := c.readSentBefore(ctx, t, size, declared, attempts, "whose bytes an earlier PUT sent, its answer or the completion's lost")
+		return a, done, false, err
 	case errors.Is(err, ErrNotFound), errors.As(err, &ce) && ce.Code == "gone":
-		return Attachment{}, false, nil
+		return Attachment{}, false, true, err
 	case errors.As(err, &ce) && ce.Code == "invalid":
 		// Nothing under the URL (the upload stays pending), or bytes of
 		// another size (a refusal: the upload is deleted), or a
 		// completion of them that won meanwhile (completeWon).
 		st, gerr := callFor[uploadState](ctx, c, "upload.get", map[string]any{"uploadId": t.UploadID}, true)
 		if gerr == nil && st.State == "pending" {
-			return Attachment{}, false, nil
+			return Attachment{}, false, false, nil
 		}
 		if gerr == nil {
-			return sentBefore(st, t, size, declared, completeWon)
+			a, done, err := sentBefore(st, t, size, declared, completeWon)
+			return a, done, false, err
 		}
-		return Attachment{}, false, fmt.Errorf("upload %s: complete the bytes sent before: %w", t.UploadID, err)
+		return Attachment{}, false, false, fmt.Errorf("upload %s: complete the bytes sent before: %w", t.UploadID, err)
 	default:
-		return Attachment{}, false, fmt.Errorf("upload %s: complete the bytes sent before: %w", t.UploadID, err)
+		return Attachment{}, false, false, fmt.Errorf("upload %s: complete the bytes sent before: %w", t.UploadID, err)
 	}
 }
 

@@ -431,7 +431,7 @@ func (c *Client) onDown() bool {
 	case stop != nil:
 		c.cfg.Logger.Error("another client uses this client id; not reconnecting", "client", c.cfg.ClientID, "err", stop)
 		c.connStop()
-		c.disp.push(queued{event: &Event{Type: EventError, Code: stop.Code, Message: stop.Message}})
+		c.disp.push(queued{event: &Event{Type: EventError, Code: stop.Code, Message: stop.Message}, stop: true})
 		return false
 	case takenOver:
 		c.cfg.Logger.Warn("another connection with this client id took the session over; reconnecting", "client", c.cfg.ClientID)
@@ -478,7 +478,7 @@ func (c *Client) stopConnecting(err error, stop *Error, msg string) {
 	c.connStop()
 	if first {
 		c.cfg.Logger.Error(msg, "err", err)
-		c.disp.push(queued{event: &Event{Type: EventError, Code: stop.Code, Message: stop.Error()}})
+		c.disp.push(queued{event: &Event{Type: EventError, Code: stop.Code, Message: stop.Error()}, stop: true})
 	}
 }
 

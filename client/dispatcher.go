@@ -98,6 +98,7 @@ type dispatcher struct {
 // the first, the user's own member.added entry, starts their current
 // membership.
 type joinAsk struct {
+	seq  int64 // the join entry's
 	held []heldEvent
 }
 
@@ -127,6 +128,7 @@ type queued struct {
 	since   uint64          // targets: live when the inbox read started
 	check   bool
 	event   *Event // the client's own event for the application
+	stop    bool   // event: the client stopped connecting (Client.Err)
 	answer  *joinAnswer
 	// hold, while in the queue, keeps everything queued after it from
 	// being handled: see holdForCatchUp.
@@ -284,6 +286,9 @@ func (d *dispatcher) run() {
 		case q.check:
 			d.checkTargets()
 		case q.event != nil:
+			if q.stop {
+				d.stopped()
+			}
 			d.own(*q.event)
 		case q.answer != nil:
 			d.answered(*q.answer)
@@ -306,10 +311,7 @@ func (d *dispatcher) handle(payload []byte) {
 // apply applies one event from the events topic (slim: see message),
 // unless its conversation's events are held (asks): then it waits there.
 func (d *dispatcher) apply(ev Event, slim bool) {
-	if a := d.asks[ev.ConversationID]; a != nil && ev.Type != EventTyping {
-		// Typing is of now, in no order with the entries: held for an
-		// answer that can take a minute, it would show someone typing
-		// long after they stopped.
+	if a := d.asks[ev.ConversationID]; a != nil && waitsForEntries(ev.Type) {
 		if isEntry(ev.Type) {
 			// Activity on the events topic: see checkTargets.
 			now := time.Now()
@@ -357,6 +359,40 @@ func (d *dispatcher) apply(ev Event, slim bool) {
 	default:
 		d.emit(ev)
 	}
+}
+
+// waitsForEntries reports whether an event of type typ of a conversation
+// whose join entry chatd is being asked about (askJoin) waits with the
+// conversation's entries for the answer, which can take 3 request
+// timeouts (45 s by default), rather than going on at once. Only what
+// the held entries' order bears on waits:
+//   - the entries (message.*, reaction.updated, system.new): their order
+//     and the join entry's answer decide whether and where they go on;
+//   - member.added, member.removed, member.updated, conversation.created
+//     and conversation.updated: membership and settings, each also a
+//     system.new entry of the stream, so that shown before the held
+//     entries they would be undone by older ones; the user's own
+//     membership events also decide what the held entries are (owed to
+//     an ended membership, or the start of a new one);
+//   - error (chatd's, or the client's refusal of a send there): a refusal
+//     such as not_member follows the removal that explains it;
+//   - a type this client does not know: its order may matter.
+//
+// Typing, read.updated and delivery.updated go on at once: none is an
+// entry of the stream (docs/protocol.md: live notifications, not
+// replayed), typing is of now, and a watermark is a seq an application
+// keeps the highest of, whether or not the entry it names has come
+// (after a reconnection it reads watermarks from the inbox ahead of the
+// entries a catch-up still brings). Held, they came up to that long
+// late: someone typing long after they stopped, a message shown unread
+// long after it was read. Presence and profile.updated belong to no
+// conversation and are never held.
+func waitsForEntries(typ string) bool {
+	switch typ {
+	case EventTyping, EventReadUpdated, EventDeliveryUpdated, EventPresence, EventProfileUpdated:
+		return false
+	}
+	return true
 }
 
 // own hands on an event of the client's own (an error), after the held
@@ -451,7 +487,7 @@ const joinAsks = 3
 // Close ends the question; the held events are not handed on.
 func (d *dispatcher) askJoin(ev Event, slim bool) {
 	conv, seq := ev.ConversationID, ev.Seq
-	d.asks[conv] = &joinAsk{held: []heldEvent{{ev: ev, slim: slim}}}
+	d.asks[conv] = &joinAsk{seq: seq, held: []heldEvent{{ev: ev, slim: slim}}}
 	d.c.workers.Add(1) // run's goroutine is a worker itself: not zero here
 	go func() {
 		defer d.c.workers.Done()
@@ -471,10 +507,10 @@ func (d *dispatcher) askJoin(ev Event, slim bool) {
 // that waited for the answer (checkTargets) runs after them.
 func (d *dispatcher) answered(a joinAnswer) {
 	ask := d.asks[a.conv]
-	delete(d.asks, a.conv)
-	if ask == nil {
-		return
+	if ask == nil || ask.seq != a.seq {
+		return // answered already, when the client stopped connecting
 	}
+	delete(d.asks, a.conv)
 	d.told = &a
 	for _, h := range ask.held {
 		if h.own {
@@ -486,6 +522,22 @@ func (d *dispatcher) answered(a joinAnswer) {
 	d.told = nil
 	if _, ok := d.targets[a.conv]; ok && d.asks[a.conv] == nil {
 		d.checkTargets()
+	}
+}
+
+// stopped ends, as the client stops connecting and before its error
+// event is handed on, every question about a join entry under way: each
+// takes the entry for the start of the membership, as joinsNow answers
+// once the client stopped, and its conversation's held events go on in
+// the order they came. They came before the stop, as the other
+// conversations' events handed on before it did: an application that
+// saw the error event and then more entries would take them for events
+// of a client that had stopped. The questions' own answers, which come
+// later, find nothing to answer.
+func (d *dispatcher) stopped() {
+	for len(d.asks) > 0 {
+		conv := slices.Min(slices.Collect(maps.Keys(d.asks)))
+		d.answered(joinAnswer{conv: conv, seq: d.asks[conv].seq, starts: true})
 	}
 }
 
@@ -561,12 +613,19 @@ func (d *dispatcher) message(ev Event, slim bool) {
 				starts := false
 				if !owes && d.ownJoin(ev) {
 					// chatd is asked on the side (askJoin); the entry
-					// comes back here with the answer (answered).
-					if a := d.told; a == nil || a.conv != conv || a.seq != seq {
+					// comes back here with the answer (answered). A
+					// client that stopped connecting asks nothing: no
+					// answer will come, and the entry is taken for the
+					// start (see joinsNow).
+					switch a := d.told; {
+					case a != nil && a.conv == conv && a.seq == seq:
+						starts = a.starts
+					case d.c.Err() != nil:
+						starts = true
+					default:
 						d.askJoin(ev, slim)
 						return
 					}
-					starts = d.told.starts
 				}
 				if !starts {
 					// What the leave owed, replayed after the catch-up

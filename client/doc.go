@@ -172,10 +172,15 @@
 // after the catch-up found the user gone; such an entry is handed on
 // without bringing the conversation back. While chatd is asked, the
 // entry and the events of its conversation that come after it wait, and
-// follow the answer in the order they came (but typing, which is of now);
+// follow the answer in the order they came, but typing (which is of
+// now), read.updated and delivery.updated (watermarks, not entries of the
+// stream), which go on at once;
 // the other conversations' events go on meanwhile (Close ends the question, and what it held is
 // not handed on). chatd is asked 3 times at most (each up to
-// RequestTimeout), and not once the client stopped connecting; without
+// RequestTimeout), and not once the client stopped connecting (Err),
+// which ends a question under way: what it held is handed on before the
+// error event, as if no answer had come, so that nothing that came
+// before the stop follows that event; without
 // an answer the entry brings the conversation back: one tracked wrongly
 // is forgotten by the next inbox read (of the next connection, or of the
 // next client given Positions), while one left untracked wrongly would have its
@@ -326,7 +331,13 @@
 // the completion's for good) is followed by the completion alone
 // (upload.complete, which chatd answers after the URL expired too), not
 // by the bytes again: chatd learns of them from it only, and upload.get
-// says pending whatever the bucket holds. Only a completion that finds
+// says pending whatever the bucket holds. A completion that finds the
+// upload gone (deleted after upload_ttl, which a node configured with a
+// shorter one than the ticket's URL life passes while the URL still
+// takes bytes) has nothing to complete them into: a new
+// ticket takes them, once, not that URL again; deleted again, Upload
+// fails with an error matching ErrNotFound that says so. Only a
+// completion that finds
 // nothing under the URL (the upload still pending) sends them again; one
 // that finds nothing though the store answered the PUT 2xx (a store that
 // shows an object late) is asked again on the next attempt, before the

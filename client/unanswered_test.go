@@ -122,6 +122,58 @@ func TestTypingInAGroupAskedAboutIsNotHeld(t *testing.T) {
 	}
 }
 
+// TestReadAndDeliveryUpdatesInAGroupAskedAboutAreNotHeld: while chatd is
+// asked about a group's join entry, the group's entries wait for the
+// answer, but its read.updated and delivery.updated are handed on at
+// once: they are watermarks, not entries of the stream, and held they
+// came after the answer, up to 3 request timeouts later (45s by
+// default), showing a message unread or undelivered long after it was
+// read or delivered.
+func TestReadAndDeliveryUpdatesInAGroupAskedAboutAreNotHeld(t *testing.T) {
+	t.Parallel()
+	j := askedAboutAJoinEntry(t, 15*time.Second)
+	ctx := ctxFor(t, 30*time.Second)
+	// User 2's own message: an entry, held; user 1's session
+	// acknowledging it moves their delivered watermark, told to its
+	// sender by delivery.updated.
+	mine, err := j.b.Send(ctx, j.g, "mine, while asked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notEntry := func(ev client.Event) {
+		if ev.ConversationID == j.g && isEntryType(ev.Type) {
+			t.Fatalf("entry %d of the group (%s) handed on while chatd was asked about its join entry", ev.Seq, ev.Type)
+		}
+	}
+	if !watchEvents(t, j.b, 5*time.Second, func(ev client.Event) bool {
+		notEntry(ev)
+		return ev.Type == client.EventDeliveryUpdated && ev.ConversationID == j.g && ev.UserID == 1 && ev.Seq == mine
+	}) {
+		t.Fatalf("user 1's delivery.updated of %d not handed on within 5s while chatd was asked about the group's join entry", mine)
+	}
+	// User 1 reads it (after their acknowledgement moved the delivered
+	// watermark, which a read moves too): read.updated to the members.
+	if _, err := j.a.MarkReadNow(ctx, j.g, mine); err != nil {
+		t.Fatal(err)
+	}
+	if !watchEvents(t, j.b, 5*time.Second, func(ev client.Event) bool {
+		notEntry(ev)
+		return ev.Type == client.EventReadUpdated && ev.ConversationID == j.g && ev.UserID == 1 && ev.Seq == mine
+	}) {
+		t.Fatalf("user 1's read.updated of %d not handed on within 5s while chatd was asked about the group's join entry", mine)
+	}
+}
+
+// isEntryType reports whether events of typ are entries of a
+// conversation's stream.
+func isEntryType(typ string) bool {
+	switch typ {
+	case client.EventMessageNew, client.EventMessageEdited, client.EventMessageRecalled, client.EventReactionUpdated, client.EventSystemNew:
+		return true
+	}
+	return false
+}
+
 // TestCloseReturnsPromptlyWhileAskingAboutAJoinEntry: Close ends a
 // question about a join entry (see
 // TestOtherConversationsEventsComeWhileChatdIsAskedAboutAJoinEntry) that
@@ -176,6 +228,55 @@ func TestAClientThatStopsWhileAskingAboutAJoinEntrySaysWhy(t *testing.T) {
 	}
 	if h, ok := j.b.Positions()[j.g]; !ok || h != join {
 		t.Fatalf("the group in Positions: %d %v, want tracked from its join entry %d", h, ok, join)
+	}
+}
+
+// TestAClientThatStopsWhileAskingAboutAJoinEntryHandsOnWhatItHeldFirst:
+// a client that stops connecting (its static token revoked) while chatd
+// is asked about a group's join entry hands on the entry, taken for the
+// start of the membership, and the group's entries held with it before
+// its error event, in the order they came: they came before the stop.
+// The error event "unauthorized" came first, and the held entries after
+// it, once the question ended, as if the stopped client went on
+// receiving. Nothing of the group follows the error event.
+func TestAClientThatStopsWhileAskingAboutAJoinEntryHandsOnWhatItHeldFirst(t *testing.T) {
+	t.Parallel()
+	j := askedAboutAJoinEntry(t, time.Minute)
+	held := sendN(t, j.a, j.g, 2, "while asked")
+	busy := sendN(t, j.a, j.busy, 1, "meanwhile")
+	// The other conversation's message, sent after the group's, came:
+	// so did the group's, held.
+	if !watchEvents(t, j.b, 10*time.Second, func(ev client.Event) bool {
+		return ev.Type == client.EventMessageNew && ev.ConversationID == j.busy && ev.Seq == busy[0]
+	}) {
+		t.Fatalf("message %d of another conversation not handed on within 10s while chatd was asked about the group's join entry", busy[0])
+	}
+	revokeTokensOf2(t, j.srv)
+	var seqs []int64
+	code := ""
+	if !watchEvents(t, j.b, 20*time.Second, func(ev client.Event) bool {
+		if ev.ConversationID == j.g && ev.Seq > 0 && isEntryType(ev.Type) {
+			seqs = append(seqs, ev.Seq)
+		}
+		code = ev.Code
+		return ev.Type == client.EventError
+	}) {
+		t.Fatalf("no error event within 20s of the revocation (Err: %v); entries of the group handed on: %v", j.b.Err(), seqs)
+	}
+	if code != "unauthorized" {
+		t.Fatalf("error event code %q, want unauthorized", code)
+	}
+	if want := []int64{held[0] - 1, held[0], held[1]}; !slices.Equal(seqs, want) {
+		t.Fatalf("entries of the group before the error event: %v, want %v (the join entry, then what came while chatd was asked)", seqs, want)
+	}
+	closeWithin(t, "close client", 10*time.Second, j.b.Close)
+	for ev := range j.b.Events() {
+		if ev.ConversationID == j.g && ev.Seq > 0 {
+			t.Fatalf("%s %d of the group handed on after the error event", ev.Type, ev.Seq)
+		}
+	}
+	if h, ok := j.b.Positions()[j.g]; !ok || h != held[1] {
+		t.Fatalf("the group in Positions: %d %v, want tracked at %d", h, ok, held[1])
 	}
 }
 
