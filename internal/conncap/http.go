@@ -339,7 +339,8 @@ func (h *HTTP) ConnContext(ctx context.Context, c net.Conn) context.Context {
 // its next request on it. Closed only as it went idle, it was the very
 // connection a client reuses first (the one it used last), and the next
 // request sent on it was lost: a POST without Idempotency-Key is not
-// resent by Go's Transport. Decided as the answer's header is written;
+// resent by Go's Transport. Decided as the answer's header is written
+// (or as its handler returns, having written nothing);
 // one whose address fills after that is still closed as it goes idle.
 func (h *HTTP) Handler(next http.Handler) http.Handler {
 	if h == nil || h.counts.Max <= 0 {
@@ -351,7 +352,11 @@ func (h *HTTP) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(&closingWriter{ResponseWriter: w, h: h, c: c}, r)
+		cw := &closingWriter{ResponseWriter: w, h: h, c: c}
+		next.ServeHTTP(cw, r)
+		// A handler that wrote nothing is answered by net/http once it
+		// returns (200, empty): its header is still to be written.
+		cw.decide()
 	})
 }
 

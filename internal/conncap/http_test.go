@@ -138,3 +138,37 @@ func TestEveryEndingNetHTTPBringsAboutGivesTheSlotBackOnce(t *testing.T) {
 		}
 	}
 }
+
+// A handler that writes nothing is answered by net/http after it returns
+// (200, empty); on a connection that will be closed as it goes idle (its
+// address at the cap, all silent) that answer says Connection: close too,
+// so the client does not send its next request on it and lose it.
+func TestAnAnswerNetHTTPWritesForAHandlerThatWroteNothingSaysConnectionClose(t *testing.T) {
+	const max, ip = 2, "127.0.0.41"
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/empty", func(http.ResponseWriter, *http.Request) { <-release })
+	h, _, addr := serveCapped(t, max, mux)
+
+	c := dialFrom(t, ip, addr)
+	fmt.Fprintf(c, "GET /empty HTTP/1.1\r\nHost: x\r\n\r\n")
+	waitConns(t, h, ip, 0, 1) // its request running, not counted
+	for range max {
+		dialFrom(t, ip, addr)
+	}
+	waitConns(t, h, ip, max, max+1)
+	close(release)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the answer: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !resp.Close {
+		t.Fatalf("answer %d, Connection: close %v; want 200 saying Connection: close (its address at the cap, nothing idle to close)", resp.StatusCode, resp.Close)
+	}
+	if !closedBy(c, 2*time.Second) {
+		t.Fatal("the connection was kept after its answer")
+	}
+	waitConns(t, h, ip, max, max)
+}
