@@ -67,3 +67,9 @@ func KeepNodeID(ctx context.Context, cfg *pgx.ConnConfig, id string, log *slog.L
 func (s *Server) HTTPConns(ip string) (counted, tracked int) {
 	return s.ops.httpCaps.Conns(netip.MustParseAddr(ip))
 }
+
+// HTTPConnsArriving is how many idle HTTP connections of ip's address have
+// had bytes of a next request arrive (conncap.HTTP.Arriving).
+func (s *Server) HTTPConnsArriving(ip string) int {
+	return s.ops.httpCaps.Arriving(netip.MustParseAddr(ip))
+}

@@ -554,3 +554,65 @@ func TestHTTPConnectionsTheServerEndsAtItsTimeoutOrShutdownLeaveNothingCounted(t
 		return counted == 0 && tracked == 0
 	})
 }
+
+// An idle connection on which the client's next request has begun to
+// arrive is not closed to make room: net/http reports it active only once
+// the request's header is read whole, and closing it would lose the
+// request (Go's Transport resends only idempotent ones). The longest idle
+// connection on which nothing has arrived is closed instead, plain or TLS.
+func TestAnIdleHTTPConnectionWhoseNextRequestIsArrivingIsNotClosedToMakeRoom(t *testing.T) {
+	t.Parallel()
+	certPath, keyPath, roots := serverCert(t)
+	srv := startNode(t, pgtest.NewDB(t), map[string]string{"CHAT_TLS_CERT": certPath, "CHAT_TLS_KEY": keyPath,
+		"CHAT_HTTPS_ADDR": "127.0.0.1:0", "CHAT_MAX_IDLE_HTTP_CONNECTIONS_PER_IP": "2"})
+	for _, c := range []struct {
+		name, ip string
+		dial     func(ip string) net.Conn
+	}{
+		{"HTTP", "127.0.0.34", func(ip string) net.Conn { return dialHTTPFrom(t, ip, srv.HTTPAddr()) }},
+		{"HTTPS", "127.0.0.35", func(ip string) net.Conn {
+			tc := tls.Client(dialHTTPFrom(t, ip, srv.HTTPSAddr()), &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
+			_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+			if err := tc.Handshake(); err != nil {
+				t.Fatalf("TLS handshake: %v", err)
+			}
+			return tc
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// reused is the longest idle, other idle since after it.
+			reused := c.dial(c.ip)
+			getHealthz(t, reused)
+			waitCounted(t, srv, c.ip, 1)
+			other := c.dial(c.ip)
+			getHealthz(t, other)
+			waitCounted(t, srv, c.ip, 2)
+
+			// The next request on reused, its header not finished yet.
+			if _, err := io.WriteString(reused, "GET /healthz HTTP/1.1\r\nHost: chatd\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			testkit.WaitFor(t, 5*time.Second, "the request's first bytes read on the idle connection", func() bool {
+				return srv.HTTPConnsArriving(c.ip) == 1
+			})
+			newer := c.dial(c.ip)
+			if !closedWithin(other, 2*time.Second) {
+				t.Fatal("the idle connection on which nothing arrived was not closed to make room")
+			}
+			if closedWithin(reused, 200*time.Millisecond) {
+				t.Fatal("the idle connection whose next request was arriving was closed to make room: its request is lost")
+			}
+			_ = reused.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(reused, "\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			readAnswer(t, reused, http.StatusOK)
+			if closedWithin(newer, 100*time.Millisecond) {
+				t.Fatal("the connection room was made for was closed")
+			}
+		})
+	}
+	if n := closedFor(t, srv, "idle_over_cap"); n != 2 {
+		t.Fatalf("chat_http_connections_closed_total{reason=\"idle_over_cap\"} = %v, want 2", n)
+	}
+}

@@ -372,8 +372,9 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 		if err != nil {
 			return fmt.Errorf("listen https on %s: %w", st.HTTPSAddr, err)
 		}
-		// The cap outside TLS: net/http must be handed the *tls.Conn.
-		s.ops.httpsLn = s.ops.httpCaps.Listener(tls.NewListener(ln, s.ops.httpsTLS))
+		// The cap beneath TLS (net/http must be handed the *tls.Conn): it
+		// sees the bytes that arrive, handshake records and all.
+		s.ops.httpsLn = tls.NewListener(s.ops.httpCaps.Listener(ln), s.ops.httpsTLS)
 		s.ops.httpsSrv = s.newHTTPServer(s.ops.httpCaps.Handler(hsts(newMux(s.Broker.SecureWebSocket()), st.HSTSMaxAge)))
 		s.ops.capHTTP(s.ops.httpsSrv)
 		s.serve("https", s.ops.httpsSrv, s.ops.httpsLn)

@@ -3,13 +3,16 @@ package conncap
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Why HTTP closes a connection of an address at its cap.
@@ -38,16 +41,32 @@ const (
 // connection at any time (RFC 9112 §9.5; net/http does at IdleTimeout)
 // and clients open another, whereas refusing a newer connection fails the
 // request it was opened for, and a NAT's browsers would be refused while
-// their own idle connections sat out IdleTimeout (120 s). Only when every
-// counted connection of the address is a new one, which has sent nothing,
-// is the newcomer closed: as it is accepted, before net/http sees it (no
-// goroutine, no TLS handshake; an answer such as 429 would need the
-// request read first, or a handshake over TLS, the very cost the cap
-// saves), or, going idle, itself (told first, with Connection: close in
-// its answer, when Handler wraps the servers' handlers).
+// their own idle connections sat out IdleTimeout (120 s). An idle
+// connection from which bytes have been read since it went idle is passed
+// over: its client's next request is arriving (net/http reports it active
+// only once the request's header is read whole), and closing it would
+// lose that request; it still counts. Only when none of the address's
+// counted connections is idle with nothing arriving is the newcomer
+// closed: as it is accepted, before net/http sees it (no goroutine, no
+// TLS handshake), or, going idle, itself (told first, with Connection:
+// close in its answer, when Handler wraps the servers' handlers).
 //
-// An HTTP connection carries no PROXY protocol header and its first
-// request is not read yet, so it is counted under its TCP peer. The
+// Closed at accept, nothing answered: a 503 with Retry-After would need
+// the request read, with a deadline and a goroutine per refused
+// connection, and over TLS a handshake first (about 1 ms of CPU with an
+// ECDSA P-256 key, 2 to 3 ms with RSA 2048, against about 1 µs to count
+// and close one): an attacker opening connections as fast as it can would
+// turn the cap into the very cost it saves. It refuses only while an
+// address holds the cap's number of connections that have sent no whole
+// request, none idle to close, which honest clients (their request
+// follows their handshake within a round trip) reach only in a burst of
+// hundreds of connects within one round trip; behind a proxy, whose
+// connections are not counted, never.
+//
+// The HTTP listeners read no PROXY protocol header (a balancer sending
+// one gets 400 Bad Request for it) and a connection's X-Forwarded-For
+// comes with its first request, not read yet, so it is counted under its
+// TCP peer. The
 // trusted proxies' connections are not counted at all: an HTTP proxy
 // (X-Forwarded-For) opens a connection to forward a request it has read
 // and keeps a pool of idle ones, and a TCP load balancer brings every
@@ -66,15 +85,72 @@ type HTTP struct {
 
 	mu     sync.Mutex
 	counts Counts
-	conns  map[net.Conn]*httpConn
+	conns  map[*readConn]*httpConn
 	idle   map[netip.Prefix][]*httpConn // of a key, longest idle first
 }
 
 type httpConn struct {
-	conn    net.Conn
+	conn    *readConn
 	key     netip.Prefix
 	counted bool // new or idle, counted under key
 	idle    bool // in idle[key]
+}
+
+// readConn is an accepted connection as the cap hands it on (beneath TLS),
+// noting whether bytes have been read from it since it went idle: net/http
+// reports a connection active only once its request's header is read
+// whole, so until then a request arriving on an idle connection (its
+// client reusing it, the usual case) looks idle, and closing it to make
+// room would lose that request. Bytes are read as they arrive (net/http,
+// or TLS beneath it, is blocked reading an idle connection), so one that
+// has received any is left alone; what is still on the wire cannot be
+// known.
+type readConn struct {
+	net.Conn
+	read atomic.Bool
+}
+
+func (c *readConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.read.Load() {
+		c.read.Store(true)
+	}
+	return n, err
+}
+
+// NetConn is the accepted connection, for those looking beneath wrappers
+// (internal/tcpacked).
+func (c *readConn) NetConn() net.Conn { return c.Conn }
+
+// ReadFrom keeps net/http's sendfile for files served (it asks the
+// connection for io.ReaderFrom).
+func (c *readConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
+// CloseWrite keeps net/http's half-close before it closes a connection
+// whose request it refused unread.
+func (c *readConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+// own is the readConn net/http's connection c is, or wraps (a *tls.Conn);
+// nil for one the cap did not accept (a trusted proxy's, or with no cap).
+func own(c net.Conn) *readConn {
+	if rc, ok := c.(*readConn); ok {
+		return rc
+	}
+	if tc, ok := c.(*tls.Conn); ok {
+		rc, _ := tc.NetConn().(*readConn)
+		return rc
+	}
+	return nil
 }
 
 // NewHTTP caps at max the connections per address that are new or idle
@@ -86,14 +162,16 @@ func NewHTTP(max int, trusted []netip.Prefix, closed func(reason string), log *s
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &HTTP{trusted: trusted, closed: closed, log: log, counts: NewCounts(max),
-		conns: map[net.Conn]*httpConn{}, idle: map[netip.Prefix][]*httpConn{}}
+		conns: map[*readConn]*httpConn{}, idle: map[netip.Prefix][]*httpConn{}}
 }
 
 // Listener wraps ln: a connection over the cap is closed as it is
-// accepted and Accept goes on to the next. It hands on the accepted
-// connection itself, no wrapper: ConnState must see the connection that
-// was counted, and net/http serves TLS only on a *tls.Conn, so wrap
-// outside tls.NewListener.
+// accepted and Accept goes on to the next. It hands on the connection
+// wrapped, to see bytes arrive (readConn); net/http serves TLS only on a
+// *tls.Conn, so wrap it inside tls.NewListener: ConnState, ConnContext and
+// Handler find it beneath the *tls.Conn. Closed at accept, a connection
+// costs no handshake either way (tls.NewListener hands on a connection
+// without one).
 func (h *HTTP) Listener(ln net.Listener) net.Listener {
 	if h == nil || h.counts.Max <= 0 {
 		return ln
@@ -112,49 +190,61 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.h.admit(c) {
-			return c, nil
+		if rc, ok := l.h.admit(c); ok {
+			return rc, nil
 		}
 		_ = c.Close()
 	}
 }
 
-// admit counts c, new, under its peer's key; false: close it.
-func (h *HTTP) admit(c net.Conn) bool {
+// admit counts c, new, under its peer's key, and returns what to hand
+// on; false: close it.
+func (h *HTTP) admit(c net.Conn) (net.Conn, bool) {
 	ip := RemoteIP(c)
 	key := Key(ip)
 	if !key.IsValid() || h.isTrusted(ip) {
-		return true
+		return c, true
 	}
-	hc := &httpConn{conn: c, key: key, counted: true}
+	rc := &readConn{Conn: c}
+	hc := &httpConn{conn: rc, key: key, counted: true}
 	h.mu.Lock()
 	room, ok := h.makeRoomLocked(key)
 	if !ok {
 		h.mu.Unlock()
 		h.report(ReasonTooManyPending, ip)
-		return false
+		return nil, false
 	}
-	h.conns[c] = hc
+	h.conns[rc] = hc
 	h.mu.Unlock()
 	h.closeIdle(room)
-	return true
+	return rc, true
 }
 
 // makeRoomLocked counts one more connection under key: at the cap, by
 // closing (once the lock is released: closeIdle) the key's longest idle
-// connection; false when the key has none idle.
+// connection on which nothing has arrived; false when the key has none.
 func (h *HTTP) makeRoomLocked(key netip.Prefix) (*httpConn, bool) {
 	if h.counts.Admit(key) {
 		return nil, true
 	}
-	idle := h.idle[key]
-	if len(idle) == 0 {
+	old := h.closableLocked(key)
+	if old == nil {
 		return nil, false
 	}
-	old := idle[0]
 	h.forgetLocked(old)
 	h.counts.Admit(key) // the slot old held
 	return old, true
+}
+
+// closableLocked is key's longest idle connection from which nothing has
+// been read since it went idle (a request arriving on it), nil if none.
+func (h *HTTP) closableLocked(key netip.Prefix) *httpConn {
+	for _, hc := range h.idle[key] {
+		if !hc.conn.read.Load() {
+			return hc
+		}
+	}
+	return nil
 }
 
 func (h *HTTP) closeIdle(old *httpConn) {
@@ -186,36 +276,43 @@ func (h *HTTP) ConnState(c net.Conn, state http.ConnState) {
 	if h == nil || h.counts.Max <= 0 {
 		return
 	}
+	rc := own(c)
+	if rc == nil {
+		return
+	}
 	switch state {
 	case http.StateActive:
 		h.mu.Lock()
-		if hc := h.conns[c]; hc != nil && hc.counted {
+		if hc := h.conns[rc]; hc != nil && hc.counted {
 			h.uncountLocked(hc)
 		}
 		h.mu.Unlock()
 	case http.StateIdle:
 		h.mu.Lock()
-		hc := h.conns[c]
+		hc := h.conns[rc]
 		if hc == nil || hc.counted {
 			h.mu.Unlock()
 			return
 		}
 		room, ok := h.makeRoomLocked(hc.key)
 		if !ok {
-			delete(h.conns, c)
+			delete(h.conns, rc)
 			h.mu.Unlock()
 			h.report(ReasonIdleOverCap, RemoteIP(c))
 			// Its answer is written; nothing more is read from it.
-			closeNow(c)
+			closeNow(rc)
 			return
 		}
+		// Called by its serving goroutine before it reads again: what is
+		// read from here on is its next request.
+		rc.read.Store(false)
 		hc.counted, hc.idle = true, true
 		h.idle[hc.key] = append(h.idle[hc.key], hc)
 		h.mu.Unlock()
 		h.closeIdle(room)
 	case http.StateHijacked, http.StateClosed:
 		h.mu.Lock()
-		if hc := h.conns[c]; hc != nil {
+		if hc := h.conns[rc]; hc != nil {
 			h.forgetLocked(hc)
 		}
 		h.mu.Unlock()
@@ -242,7 +339,8 @@ func (h *HTTP) ConnContext(ctx context.Context, c net.Conn) context.Context {
 // its next request on it. Closed only as it went idle, it was the very
 // connection a client reuses first (the one it used last), and the next
 // request sent on it was lost: a POST without Idempotency-Key is not
-// resent by Go's Transport. Decided as the answer's header is written;
+// resent by Go's Transport. Decided as the answer's header is written
+// (or as its handler returns, having written nothing);
 // one whose address fills after that is still closed as it goes idle.
 func (h *HTTP) Handler(next http.Handler) http.Handler {
 	if h == nil || h.counts.Max <= 0 {
@@ -254,7 +352,11 @@ func (h *HTTP) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(&closingWriter{ResponseWriter: w, h: h, c: c}, r)
+		cw := &closingWriter{ResponseWriter: w, h: h, c: c}
+		next.ServeHTTP(cw, r)
+		// A handler that wrote nothing is answered by net/http once it
+		// returns (200, empty): its header is still to be written.
+		cw.decide()
 	})
 }
 
@@ -262,9 +364,13 @@ func (h *HTTP) Handler(next http.Handler) http.Handler {
 // goes idle (so: it is told to close after its answer, and counted as
 // closed for the cap).
 func (h *HTTP) closeAfter(c net.Conn) bool {
+	rc := own(c)
+	if rc == nil {
+		return false
+	}
 	h.mu.Lock()
-	hc := h.conns[c]
-	full := hc != nil && !hc.counted && h.counts.Of(hc.key) >= h.counts.Max && len(h.idle[hc.key]) == 0
+	hc := h.conns[rc]
+	full := hc != nil && !hc.counted && h.counts.Of(hc.key) >= h.counts.Max && h.closableLocked(hc.key) == nil
 	if full {
 		h.forgetLocked(hc) // it will not go idle: closed after its answer
 	}
@@ -385,4 +491,20 @@ func (h *HTTP) Conns(ip netip.Addr) (counted, tracked int) {
 		}
 	}
 	return h.counts.Of(key), tracked
+}
+
+// Arriving is how many of ip's key's idle connections have had bytes
+// arrive since they went idle (a request on its way in): they are not
+// closed to make room.
+func (h *HTTP) Arriving(ip netip.Addr) int {
+	key := Key(ip)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, hc := range h.idle[key] {
+		if hc.conn.read.Load() {
+			n++
+		}
+	}
+	return n
 }

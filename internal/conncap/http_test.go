@@ -1,0 +1,174 @@
+package conncap
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// serveCapped serves mux on a loopback listener with the cap at max, as
+// chatd's servers are wired (Listener, Handler, ConnState, ConnContext),
+// and a 300 ms idle timeout.
+func serveCapped(t *testing.T, max int, mux http.Handler) (*HTTP, *http.Server, string) {
+	t.Helper()
+	h := NewHTTP(max, nil, nil, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h.Handler(mux), ConnState: h.ConnState, ConnContext: h.ConnContext,
+		IdleTimeout: 300 * time.Millisecond, ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(h.Listener(ln)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return h, srv, ln.Addr().String()
+}
+
+func dialFrom(t *testing.T, ip, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial from %s: %v", ip, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+// waitConns waits until ip's key has counted and tracked connections.
+func waitConns(t *testing.T, h *HTTP, ip string, counted, tracked int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, tr := h.Conns(netip.MustParseAddr(ip))
+		if c == counted && tr == tracked {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d counted, %d tracked after 5 s, want %d, %d", ip, c, tr, counted, tracked)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// closedBy reports whether the server closed c within d.
+func closedBy(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// Endings net/http brings about itself give a connection's slot back once,
+// not twice: a handler's panic (before or after its header, and
+// http.ErrAbortHandler), a hijack, the idle timeout closing a keep-alive
+// connection. Counts never go below 0, so a slot given back twice shows
+// only while other connections of the address count: max-1 silent ones
+// are held throughout, and the address must still be refused exactly at
+// the cap afterwards.
+func TestEveryEndingNetHTTPBringsAboutGivesTheSlotBackOnce(t *testing.T) {
+	const max, ip = 3, "127.0.0.40"
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux.HandleFunc("/panic", func(http.ResponseWriter, *http.Request) { panic("a handler's bug") })
+	mux.HandleFunc("/panic-after-header", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		panic("a handler's bug after its header")
+	})
+	mux.HandleFunc("/abort", func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) })
+	mux.HandleFunc("/hijack", func(w http.ResponseWriter, _ *http.Request) {
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = c.Close()
+		}
+	})
+	h, _, addr := serveCapped(t, max, mux)
+	var silent []net.Conn
+	for range max - 1 {
+		silent = append(silent, dialFrom(t, ip, addr))
+	}
+	waitConns(t, h, ip, max-1, max-1)
+
+	for _, path := range []string{"/panic", "/panic-after-header", "/abort", "/hijack"} {
+		for range 2 {
+			c := dialFrom(t, ip, addr)
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+			if !closedBy(c, 5*time.Second) {
+				// A panic after the header leaves a truncated answer: read on.
+				if _, err := io.Copy(io.Discard, c); err != nil {
+					t.Fatalf("GET %s: the connection was not ended: %v", path, err)
+				}
+			}
+			c.Close()
+			waitConns(t, h, ip, max-1, max-1)
+		}
+	}
+
+	// A keep-alive connection left idle: the idle timeout (300 ms) ends it.
+	for range 2 {
+		c := dialFrom(t, ip, addr)
+		fmt.Fprintf(c, "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if !closedBy(c, 5*time.Second) {
+			t.Fatal("a keep-alive connection outlived the idle timeout")
+		}
+		waitConns(t, h, ip, max-1, max-1)
+	}
+
+	silent = append(silent, dialFrom(t, ip, addr))
+	waitConns(t, h, ip, max, max)
+	if !closedBy(dialFrom(t, ip, addr), 2*time.Second) {
+		t.Fatalf("a connection over the cap of %d was kept after the endings above: a slot was given back twice", max)
+	}
+	for i, c := range silent {
+		if closedBy(c, 50*time.Millisecond) {
+			t.Fatalf("silent connection %d within the cap was closed", i)
+		}
+	}
+}
+
+// A handler that writes nothing is answered by net/http after it returns
+// (200, empty); on a connection that will be closed as it goes idle (its
+// address at the cap, all silent) that answer says Connection: close too,
+// so the client does not send its next request on it and lose it.
+func TestAnAnswerNetHTTPWritesForAHandlerThatWroteNothingSaysConnectionClose(t *testing.T) {
+	const max, ip = 2, "127.0.0.41"
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/empty", func(http.ResponseWriter, *http.Request) { <-release })
+	h, _, addr := serveCapped(t, max, mux)
+
+	c := dialFrom(t, ip, addr)
+	fmt.Fprintf(c, "GET /empty HTTP/1.1\r\nHost: x\r\n\r\n")
+	waitConns(t, h, ip, 0, 1) // its request running, not counted
+	for range max {
+		dialFrom(t, ip, addr)
+	}
+	waitConns(t, h, ip, max, max+1)
+	close(release)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the answer: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !resp.Close {
+		t.Fatalf("answer %d, Connection: close %v; want 200 saying Connection: close (its address at the cap, nothing idle to close)", resp.StatusCode, resp.Close)
+	}
+	if !closedBy(c, 2*time.Second) {
+		t.Fatal("the connection was kept after its answer")
+	}
+	waitConns(t, h, ip, max, max)
+}
