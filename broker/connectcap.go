@@ -1,13 +1,17 @@
 package broker
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // MaxConnectSize bounds the CONNECT packet, the first one a connection
@@ -66,8 +70,55 @@ func (c *connectCapped) Read(p []byte) (int, error) {
 	}
 	if c.size > len(c.connect) {
 		c.connect = append(c.connect, b[:min(len(b), c.size-len(c.connect))]...)
+		if len(c.connect) == c.size {
+			c.unreadable()
+		}
 	}
 	return n, err
+}
+
+// unreadable answers a CONNECT, read whole, that mochi cannot decode (a
+// field cut short, a string that is not UTF-8, broken or unknown v5
+// properties): mochi closes such a connection as soon as it has read it,
+// before any hook, and says nothing. An MQTT 5 one gets CONNACK 0x81
+// malformed packet first, with what mochi found wrong as its reason
+// string, which MQTT 5 allows before the close [MQTT-3.1.4-1]: a device's
+// developer sees which field to fix, where a bare close looks like a
+// network failure to retry for ever. MQTT 3.1.1 wants the connection
+// closed without a CONNACK [MQTT-3.1.4-1], as does a CONNECT whose level
+// is not 5 (its form unknown). Each is counted (pending.unreadable). The
+// same decoding as mochi's, of the same bytes: it fails exactly when
+// mochi's will, right after this read.
+func (c *connectCapped) unreadable() {
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connect, Remaining: c.size}}
+	err := pk.ConnectDecode(c.connect)
+	if err == nil {
+		return
+	}
+	v5 := len(c.connect) >= len(v5ConnectStart) && string(c.connect[:len(v5ConnectStart)]) == string(v5ConnectStart)
+	c.connect, c.size = nil, 0 // no hook will take it
+	if c.pending != nil && c.pending.unreadable != nil {
+		c.pending.unreadable()
+	}
+	if !v5 {
+		return
+	}
+	reason := err.Error()
+	if !strings.HasPrefix(reason, packets.ErrMalformedPacket.Reason) {
+		reason = packets.ErrMalformedPacket.Reason + ": " + reason
+	}
+	const maxReason = 256 // the CONNECT's Maximum Packet Size is unknown: a short answer
+	if len(reason) > maxReason {
+		reason = reason[:maxReason]
+	}
+	connack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, ProtocolVersion: 5,
+		ReasonCode: packets.ErrMalformedPacket.Code, Properties: packets.Properties{ReasonString: strings.ToValidUTF8(reason, "")}}
+	var buf bytes.Buffer
+	if connack.ConnackEncode(&buf) != nil {
+		return
+	}
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Conn.Write(buf.Bytes())
 }
 
 // ConnectPacket gives up the body of the connection's first packet, a

@@ -46,8 +46,10 @@ import (
 //     Topic Alias Maximum 0 is allowed: it is the default.
 //
 // A CONNECT mochi cannot decode at all (a truncated field, a client id
-// that is not UTF-8) never reaches a hook: mochi closes it without a
-// CONNACK, as both versions allow.
+// that is not UTF-8) never reaches a hook: mochi closes it unanswered.
+// The broker's connection, which decodes it the same way as it is read,
+// answers a v5 one with CONNACK 0x81 first and counts it
+// (CountUnreadableConnect).
 
 // connectRefusal is badConnect's verdict on a CONNECT.
 type connectRefusal struct {

@@ -114,7 +114,9 @@ func connackOf(t *testing.T, addr string, connect []byte) (code byte, v5Form, cl
 // flag (v5 0x81, as the flags byte's other breaches; 3.1.1 closed), and
 // the properties MQTT 5 makes a protocol error (0x82): Receive Maximum or
 // Maximum Packet Size 0, a request flag other than 0 and 1, a property
-// sent twice; the same properties with allowed values connect.
+// sent twice; the same properties with allowed values connect. A
+// CONNECT mochi cannot decode at all, closed unanswered and uncounted
+// before, is counted as malformed, and v5 told so (0x81).
 func TestEveryConnectRefusedForItsFormGetsTheCodeOfItsMistake(t *testing.T) {
 	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
@@ -159,6 +161,8 @@ func TestEveryConnectRefusedForItsFormGetsTheCodeOfItsMistake(t *testing.T) {
 		{"v5 Request Response Information 2", rawConnectWith("MQTT", 5, flagClean, []byte{0x19, 2}, str("rr5")), 0x82, true, "malformed"},
 		{"v5 Request Problem Information 2", rawConnectWith("MQTT", 5, flagClean, []byte{0x17, 2}, str("rp5")), 0x82, true, "malformed"},
 		{"v5 Receive Maximum twice", rawConnectWith("MQTT", 5, flagClean, []byte{0x21, 0, 10, 0x21, 0, 20}, str("r25")), 0x82, true, "malformed"},
+		{"v5 CONNECT mochi cannot read (a Topic Alias in it)", rawConnectWith("MQTT", 5, flagClean, []byte{0x23, 0, 1}, str("ta5")), 0x81, true, "malformed"},
+		{"3.1.1 CONNECT mochi cannot read (a client id not UTF-8)", rawConnect("MQTT", 4, flagClean, str("\xff\xfe")), closed, false, "malformed"},
 		{"v5 Session Expiry Interval twice", rawConnectWith("MQTT", 5, flagClean, []byte{0x11, 0, 0, 0, 60, 0x11, 0, 0, 0, 60}, str("s25")), 0x82, true, "malformed"},
 		{"3.1.1 Will without payload", rawConnect("MQTT", 4, flagClean|flagWill|flagUsername|flagPassword, withWill(4, "e4", "t", "")...), 0x05, false, "will_refused"},
 		{"v5 Will without payload", rawConnect("MQTT", 5, flagClean|flagWill|flagUsername|flagPassword, withWill(5, "e5", "t", "")...), 0x87, true, "will_refused"},
