@@ -75,6 +75,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("add chat hook: %w", err)
 	}
 	b := &Broker{cfg: cfg, Server: srv, pending: newPendingConnects(cfg.MaxPendingPerIP, cfg.Hook.CountTooManyPending)}
+	b.pending.unreadable = cfg.Hook.CountUnreadableConnect
 	if cfg.MQTTAddr != "" {
 		b.tcp = NewTCPListener("tcp", cfg.MQTTAddr, cfg.TLS, cfg.Logger.With("component", "mqtt"))
 		b.tcp.wrap, b.tcp.ended, b.tcp.clients, b.tcp.pending = cfg.WrapListener, cfg.Hook.ConnectionEnded, &srv.Listeners.ClientsWg, b.pending

@@ -1,13 +1,17 @@
 package broker
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // MaxConnectSize bounds the CONNECT packet, the first one a connection
@@ -35,6 +39,13 @@ type connectCapped struct {
 	hdr     [5]byte // the first packet's fixed header as far as read
 	n       int     // bytes of hdr filled
 	checked bool
+	// connect is the first packet's body, when it is a CONNECT within
+	// MaxConnectSize, as far as read, and size its announced length (0:
+	// none kept): the hook looks at the bytes of the CONNECT mochi's
+	// decoding forgets (ConnectPacket). Kept as it arrives, never ahead
+	// of it, and given up once the hook took it.
+	connect []byte
+	size    int
 	timeout atomic.Int64     // 1.5 × keepalive (a time.Duration); 0 until SetKeepalive
 	pending *pendingConnects // the connections waiting for their CONNECT, nil: not counted
 	// pendingKey is what pending counts it under (conncap.Key).
@@ -46,20 +57,91 @@ func (c *connectCapped) Unwrap() net.Conn { return c.Conn }
 
 func (c *connectCapped) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if !c.checked && n > 0 {
-		if cerr := c.check(p[:n]); cerr != nil {
+	if n == 0 {
+		return n, err
+	}
+	b := p[:n]
+	if !c.checked {
+		used, cerr := c.check(b)
+		if cerr != nil {
 			return 0, cerr
+		}
+		b = b[used:]
+	}
+	if c.size > len(c.connect) {
+		c.connect = append(c.connect, b[:min(len(b), c.size-len(c.connect))]...)
+		if len(c.connect) == c.size {
+			c.unreadable()
 		}
 	}
 	return n, err
 }
 
+// unreadable answers a CONNECT, read whole, that mochi cannot decode (a
+// field cut short, a string that is not UTF-8, broken or unknown v5
+// properties): mochi closes such a connection as soon as it has read it,
+// before any hook, and says nothing. An MQTT 5 one gets CONNACK 0x81
+// malformed packet first, with what mochi found wrong as its reason
+// string, which MQTT 5 allows before the close [MQTT-3.1.4-1]: a device's
+// developer sees which field to fix, where a bare close looks like a
+// network failure to retry for ever. MQTT 3.1.1 wants the connection
+// closed without a CONNACK [MQTT-3.1.4-1], as does a CONNECT whose level
+// is not 5 (its form unknown). Each is counted (pending.unreadable). The
+// same decoding as mochi's, of the same bytes: it fails exactly when
+// mochi's will, right after this read.
+func (c *connectCapped) unreadable() {
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connect, Remaining: c.size}}
+	err := pk.ConnectDecode(c.connect)
+	if err == nil {
+		return
+	}
+	v5 := len(c.connect) >= len(v5ConnectStart) && string(c.connect[:len(v5ConnectStart)]) == string(v5ConnectStart)
+	c.connect, c.size = nil, 0 // no hook will take it
+	if c.pending != nil && c.pending.unreadable != nil {
+		c.pending.unreadable()
+	}
+	if !v5 {
+		return
+	}
+	reason := err.Error()
+	if !strings.HasPrefix(reason, packets.ErrMalformedPacket.Reason) {
+		reason = packets.ErrMalformedPacket.Reason + ": " + reason
+	}
+	const maxReason = 256 // the CONNECT's Maximum Packet Size is unknown: a short answer
+	if len(reason) > maxReason {
+		reason = reason[:maxReason]
+	}
+	connack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, ProtocolVersion: 5,
+		ReasonCode: packets.ErrMalformedPacket.Code, Properties: packets.Properties{ReasonString: strings.ToValidUTF8(reason, "")}}
+	var buf bytes.Buffer
+	if connack.ConnackEncode(&buf) != nil {
+		return
+	}
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Conn.Write(buf.Bytes())
+}
+
+// ConnectPacket gives up the body of the connection's first packet, a
+// CONNECT (after its fixed header), once read whole; nil when the first
+// packet was none, announced more than MaxConnectSize, or was taken
+// already. mochi calls the hook's OnPacketRead on the goroutine that
+// reads the connection, right after reading the CONNECT: the hook takes
+// it there, so the copy lives no longer than mochi's decoding of it.
+func (c *connectCapped) ConnectPacket() []byte {
+	if c.size == 0 || len(c.connect) < c.size {
+		return nil
+	}
+	b := c.connect
+	c.connect, c.size = nil, 0
+	return b
+}
+
 // check reads the first packet's fixed header from what the connection
 // gives, as it comes: a type byte, then the remaining length in one to
-// four bytes of seven bits each. A CONNECT over MaxConnectSize of MQTT 5
-// is told so (tooLarge) before the connection closes.
-func (c *connectCapped) check(b []byte) error {
-	used := 0
+// four bytes of seven bits each; used is how many bytes of b it took. A
+// CONNECT over MaxConnectSize of MQTT 5 is told so (tooLarge) before the
+// connection closes; one within it is kept (connect).
+func (c *connectCapped) check(b []byte) (used int, err error) {
 	for _, x := range b {
 		if c.n == len(c.hdr) {
 			break
@@ -72,7 +154,7 @@ func (c *connectCapped) check(b []byte) error {
 		}
 	}
 	if c.n < 2 || (c.hdr[c.n-1]&0x80 != 0 && c.n < len(c.hdr)) {
-		return nil // the length is still to come
+		return used, nil // the length is still to come
 	}
 	c.checked = true
 	var size, mul int
@@ -82,9 +164,12 @@ func (c *connectCapped) check(b []byte) error {
 	}
 	if size > MaxConnectSize {
 		c.tooLarge(b[used:])
-		return fmt.Errorf("%w (%d bytes)", errConnectTooLarge, size)
+		return used, fmt.Errorf("%w (%d bytes)", errConnectTooLarge, size)
 	}
-	return nil // a malformed length or another packet first: mochi refuses it
+	if c.hdr[0] == 0x10 && c.hdr[c.n-1]&0x80 == 0 {
+		c.size = size
+	}
+	return used, nil // a malformed length or another packet first: mochi refuses it
 }
 
 // v5ConnectStart is how an MQTT 5 CONNECT's variable header begins: the

@@ -54,7 +54,7 @@ func FuzzConnectCapSeesTheLengthHoweverTheBytesArrive(f *testing.F) {
 				n = min(n, 1+int(cuts[0]%8))
 				cuts = cuts[1:]
 			}
-			refused = c.check(rest[:n])
+			_, refused = c.check(rest[:n])
 			rest = rest[n:]
 		}
 		if refused != nil && !errors.Is(refused, errConnectTooLarge) {
@@ -82,4 +82,61 @@ func lenOf(b []byte) int {
 		mul += 7
 	}
 	return v
+}
+
+// chunkConn gives what it holds a few bytes a read, as a slow network
+// would.
+type chunkConn struct {
+	net.Conn
+	rest []byte
+	cut  int
+}
+
+func (c *chunkConn) Read(p []byte) (int, error) {
+	if len(c.rest) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), c.cut)], c.rest)
+	c.rest = c.rest[n:]
+	return n, nil
+}
+
+// The hook reads what mochi's decoding of a CONNECT forgets (a property
+// sent with the value 0, one sent twice) from the CONNECT's own bytes:
+// connectCapped keeps the first packet's body, whatever reads it arrives
+// in, only once it is whole, only when it is a CONNECT, never a byte of
+// the packets after it, and gives it up once taken.
+func TestConnectCappedKeepsTheConnectsBodyForTheHook(t *testing.T) {
+	body := []byte{0, 4, 'M', 'Q', 'T', 'T', 5, 2, 0, 30, 3, 0x21, 0, 0, 0, 1, 'c'}
+	connect := append([]byte{0x10, byte(len(body))}, body...)
+	subscribe := []byte{0x82, 6, 0, 1, 0, 1, 't', 0}
+	for cut := 1; cut <= len(connect)+len(subscribe); cut++ {
+		c := &connectCapped{Conn: &chunkConn{rest: append(append([]byte{}, connect...), subscribe...), cut: cut}}
+		var read []byte
+		buf := make([]byte, 64)
+		for {
+			if got := c.ConnectPacket(); got != nil {
+				if len(read) < len(connect) {
+					t.Fatalf("cut %d: the body given after %d bytes of %d", cut, len(read), len(connect))
+				}
+				if !bytes.Equal(got, body) {
+					t.Fatalf("cut %d: kept % x, want % x", cut, got, body)
+				}
+				if again := c.ConnectPacket(); again != nil {
+					t.Fatalf("cut %d: given twice", cut)
+				}
+				break
+			}
+			n, err := c.Read(buf)
+			read = append(read, buf[:n]...)
+			if err != nil {
+				t.Fatalf("cut %d: the body never given (read % x)", cut, read)
+			}
+		}
+	}
+	// Another packet first: nothing kept.
+	c := &connectCapped{Conn: &chunkConn{rest: subscribe, cut: 64}}
+	if _, err := c.Read(make([]byte, 64)); err != nil || c.ConnectPacket() != nil || c.connect != nil {
+		t.Fatalf("a SUBSCRIBE first: kept % x (%v)", c.connect, err)
+	}
 }

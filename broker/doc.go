@@ -24,6 +24,14 @@
 // counts while its header is awaited too, under its peer's address, then
 // under the client's the header names.
 //
+// Every listener's connection (connectCapped) also keeps its first
+// packet's body while it is a CONNECT within MaxConnectSize, for the chat
+// hook, which reads from it what mochi's decoding forgets (a v5 property
+// sent as 0 or twice: hooks' connectcheck.go), and decodes it as mochi
+// will: one mochi cannot decode, which mochi closes unanswered before any
+// hook, gets CONNACK 0x81 with the reason first when it is MQTT 5, and is
+// counted (hooks.Chat.CountUnreadableConnect).
+//
 // A client's listener id is its transport (mqtt.Client.Net.Listener).
 // Every listener tells the chat hook when mochi is done with a connection
 // (hooks.Chat.ConnectionEnded), on the connection's own goroutine, after

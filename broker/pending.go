@@ -35,6 +35,9 @@ type pendingConnects struct {
 	cut   bool
 	// refused, if set, counts a connection refused for perIP.Max.
 	refused func()
+	// unreadable, if set, counts a CONNECT mochi cannot decode
+	// (connectCapped.unreadable).
+	unreadable func()
 }
 
 // errShuttingDown and errTooManyPending are why reserve refuses a slot.

@@ -325,6 +325,15 @@ func (h *Chat) CountTooManyPending() {
 	h.cfg.Metrics.Connects.WithLabelValues(string(connectTooManyPending)).Inc()
 }
 
+// CountUnreadableConnect counts a CONNECT the broker read whole that
+// mochi cannot decode, and so closes before any hook (v5: after the
+// broker's CONNACK 0x81), as chat_mqtt_connects_total{outcome="malformed"}.
+// Not logged here: anyone can send them as fast as the network takes
+// them. Safe for concurrent use.
+func (h *Chat) CountUnreadableConnect() {
+	h.cfg.Metrics.Connects.WithLabelValues(string(connectMalformed)).Inc()
+}
+
 // refuseWith is refuse with props (nil: none) on the CONNACK.
 func (h *Chat) refuseWith(cl *mqtt.Client, code packets.Code, why connectOutcome, user int64, props *packets.Properties) error {
 	h.cfg.Metrics.Connects.WithLabelValues(string(why)).Inc()

@@ -29,9 +29,27 @@ import (
 //     code for these and wants the connection closed without a CONNACK
 //     [MQTT-3.1.4-1], which is what a 3.1.1 client gets.
 //
+// Then the breaches mochi lets through, which a device would otherwise
+// come to rely on, refused the same way (outcome malformed):
+//
+//   - Will QoS or Will Retain set without the Will Flag [MQTT-3.1.2-11]
+//     [MQTT-3.1.2-13] (mochi checks the retain alone, as a protocol
+//     error): v5 0x81, as the flags byte's other breaches, the reserved
+//     flag and Will QoS 3, which MQTT 5 names malformed; 3.1.1 closed;
+//   - v5 properties MQTT 5 makes a protocol error (§3.1.2.11), 0x82:
+//     Receive Maximum or Maximum Packet Size 0, Request Response or
+//     Request Problem Information other than 0 and 1, and any property
+//     but the User Property sent twice. mochi's decoding keeps no trace
+//     of a 0 sent (it reads as absent) or of a repeat (the last wins), so
+//     these are read from the CONNECT's own bytes, which the broker's
+//     connection keeps until this hook takes them (connectPacketConn).
+//     Topic Alias Maximum 0 is allowed: it is the default.
+//
 // A CONNECT mochi cannot decode at all (a truncated field, a client id
-// that is not UTF-8) never reaches a hook: mochi closes it without a
-// CONNACK, as both versions allow.
+// that is not UTF-8) never reaches a hook: mochi closes it unanswered.
+// The broker's connection, which decodes it the same way as it is read,
+// answers a v5 one with CONNACK 0x81 first and counts it
+// (CountUnreadableConnect).
 
 // connectRefusal is badConnect's verdict on a CONNECT.
 type connectRefusal struct {
@@ -48,12 +66,21 @@ var (
 	errConnectReservedFlag = packets.Code{Code: packets.ErrMalformedPacket.Code, Reason: "malformed packet: the CONNECT's reserved flag is not 0"}
 	errConnectWillQoS3     = packets.Code{Code: packets.ErrMalformedPacket.Code, Reason: "malformed packet: Will QoS 3"}
 	errConnectVersion      = packets.Code{Code: packets.ErrUnsupportedProtocolVersion.Code, Reason: "unsupported protocol version: connect with MQTT 3.1.1 or 5"}
+	errConnectWillFlags    = packets.Code{Code: packets.ErrMalformedPacket.Code, Reason: "malformed packet: Will QoS or Will Retain set without the Will Flag"}
 )
+
+// connectPacketConn is a connection that kept its CONNECT's body, the
+// bytes after the fixed header (the broker's connections do), and gives
+// it up once: nil when it has none.
+type connectPacketConn interface{ ConnectPacket() []byte }
 
 // badConnect returns how to refuse pk, the CONNECT as it came (its
 // empty password made none: emptyPasswordIsNone), and ok = false when
-// mochi's own checks, made with caps, pass it. The order is mochi's.
-func badConnect(pk packets.Packet, caps *mqtt.Capabilities) (r connectRefusal, ok bool) {
+// mochi's own checks, made with caps, and MQTT's rules mochi does not
+// check pass it. body is pk's bytes after the fixed header (nil: not
+// kept, the properties' checks that need them are skipped). The order
+// is mochi's, MQTT's own rules after mochi's packet checks.
+func badConnect(pk packets.Packet, body []byte, caps *mqtt.Capabilities) (r connectRefusal, ok bool) {
 	v5 := pk.ProtocolVersion == 5
 	// answer is a CONNACK with code, or its 3.1.1 return code: a level
 	// chatd does not know gets the 3.1.1 form, which every MQTT client
@@ -83,8 +110,18 @@ func badConnect(pk packets.Packet, caps *mqtt.Capabilities) (r connectRefusal, o
 		return malformed(errConnectWillQoS3)
 	case packets.ErrClientIdentifierNotValid:
 		return answer(packets.ErrClientIdentifierNotValid, packets.Err3ClientIdentifierNotValid, connectClientIDInvalid)
+	case packets.ErrProtocolViolationWillFlagSurplusRetain:
+		return malformed(errConnectWillFlags)
 	default:
 		return malformed(code)
+	}
+	if !pk.Connect.WillFlag && pk.Connect.WillQos != 0 {
+		return malformed(errConnectWillFlags)
+	}
+	if v5 {
+		if code, bad := connectPropertyError(pk, body); bad {
+			return connectRefusal{code: code, why: connectMalformed, version: 5}, true
+		}
 	}
 	switch {
 	case !v5 && !pk.Connect.Clean && pk.Connect.ClientIdentifier == "":
@@ -116,10 +153,14 @@ var errBadConnect = fmt.Errorf("CONNECT refused before mochi's checks: %w", pack
 // CONNECT names, so that mochi's clean-up of it removed the client of
 // that id, another user's maybe, from its client list.
 func (h *Chat) refuseBadConnect(cl *mqtt.Client, pk packets.Packet) error {
+	var body []byte
+	if c, ok := cl.Net.Conn.(connectPacketConn); ok {
+		body = c.ConnectPacket() // taken whatever follows: it is kept until then
+	}
 	if h.info(cl) != nil {
 		return nil
 	}
-	r, ok := badConnect(pk, h.server.Options.Capabilities)
+	r, ok := badConnect(pk, body, h.server.Options.Capabilities)
 	if !ok {
 		return nil
 	}

@@ -25,9 +25,15 @@ import (
 // 30 s, no properties at level 5, then the payload's fields as they are
 // given (each one's length prefix included: see str).
 func rawConnect(name string, level, flags byte, fields ...[]byte) []byte {
+	return rawConnectWith(name, level, flags, nil, fields...)
+}
+
+// rawConnectWith is rawConnect with props as the level 5 CONNECT's
+// properties (fewer than 128 bytes of them).
+func rawConnectWith(name string, level, flags byte, props []byte, fields ...[]byte) []byte {
 	vh := append(str(name), level, flags, 0, 30)
 	if level == 5 {
-		vh = append(vh, 0) // property length
+		vh = append(append(vh, byte(len(props))), props...) // property length, properties
 	}
 	for _, f := range fields {
 		vh = append(vh, f...)
@@ -103,7 +109,14 @@ func connackOf(t *testing.T, addr string, connect []byte) (code byte, v5Form, cl
 // [MQTT-3.1.4-1]. None of them is 0x03 "server unavailable" any more, which
 // a 3.1.1 device retried for ever, and each is counted by its outcome.
 // The cases that passed before (3.1, a QoS 2 or retained Will) are held
-// too, and now counted.
+// too, and now counted. What mochi let through of MQTT 5's rules is
+// refused as malformed too: Will QoS or Will Retain without the Will
+// flag (v5 0x81, as the flags byte's other breaches; 3.1.1 closed), and
+// the properties MQTT 5 makes a protocol error (0x82): Receive Maximum or
+// Maximum Packet Size 0, a request flag other than 0 and 1, a property
+// sent twice; the same properties with allowed values connect. A
+// CONNECT mochi cannot decode at all, closed unanswered and uncounted
+// before, is counted as malformed, and v5 told so (0x81).
 func TestEveryConnectRefusedForItsFormGetsTheCodeOfItsMistake(t *testing.T) {
 	t.Parallel()
 	srv := startNode(t, pgtest.NewDB(t), nil)
@@ -139,7 +152,18 @@ func TestEveryConnectRefusedForItsFormGetsTheCodeOfItsMistake(t *testing.T) {
 		{"3.1.1 Will QoS 3", rawConnect("MQTT", 4, flagClean|flagWill|flagWillQoS3, withWill(4, "q4", "t", "x")...), closed, false, "malformed"},
 		{"v5 Will QoS 3", rawConnect("MQTT", 5, flagClean|flagWill|flagWillQoS3, withWill(5, "q5", "t", "x")...), 0x81, true, "malformed"},
 		{"3.1.1 Will retain without a Will", rawConnect("MQTT", 4, flagClean|flagWillRetain, str("w4")), closed, false, "malformed"},
-		{"v5 Will retain without a Will", rawConnect("MQTT", 5, flagClean|flagWillRetain, str("w5")), 0x82, true, "malformed"},
+		{"v5 Will retain without a Will", rawConnect("MQTT", 5, flagClean|flagWillRetain, str("w5")), 0x81, true, "malformed"},
+		{"3.1.1 Will QoS without a Will", rawConnect("MQTT", 4, flagClean|flagWillQoS1, str("wq4")), closed, false, "malformed"},
+		{"v5 Will QoS without a Will", rawConnect("MQTT", 5, flagClean|flagWillQoS1, str("wq5")), 0x81, true, "malformed"},
+		{"v5 Will QoS 2 and retain without a Will", rawConnect("MQTT", 5, flagClean|flagWillQoS2|flagWillRetain, str("wr5")), 0x81, true, "malformed"},
+		{"v5 Receive Maximum 0", rawConnectWith("MQTT", 5, flagClean, []byte{0x21, 0, 0}, str("rm5")), 0x82, true, "malformed"},
+		{"v5 Maximum Packet Size 0", rawConnectWith("MQTT", 5, flagClean, []byte{0x27, 0, 0, 0, 0}, str("mp5")), 0x82, true, "malformed"},
+		{"v5 Request Response Information 2", rawConnectWith("MQTT", 5, flagClean, []byte{0x19, 2}, str("rr5")), 0x82, true, "malformed"},
+		{"v5 Request Problem Information 2", rawConnectWith("MQTT", 5, flagClean, []byte{0x17, 2}, str("rp5")), 0x82, true, "malformed"},
+		{"v5 Receive Maximum twice", rawConnectWith("MQTT", 5, flagClean, []byte{0x21, 0, 10, 0x21, 0, 20}, str("r25")), 0x82, true, "malformed"},
+		{"v5 CONNECT mochi cannot read (a Topic Alias in it)", rawConnectWith("MQTT", 5, flagClean, []byte{0x23, 0, 1}, str("ta5")), 0x81, true, "malformed"},
+		{"3.1.1 CONNECT mochi cannot read (a client id not UTF-8)", rawConnect("MQTT", 4, flagClean, str("\xff\xfe")), closed, false, "malformed"},
+		{"v5 Session Expiry Interval twice", rawConnectWith("MQTT", 5, flagClean, []byte{0x11, 0, 0, 0, 60, 0x11, 0, 0, 0, 60}, str("s25")), 0x82, true, "malformed"},
 		{"3.1.1 Will without payload", rawConnect("MQTT", 4, flagClean|flagWill|flagUsername|flagPassword, withWill(4, "e4", "t", "")...), 0x05, false, "will_refused"},
 		{"v5 Will without payload", rawConnect("MQTT", 5, flagClean|flagWill|flagUsername|flagPassword, withWill(5, "e5", "t", "")...), 0x87, true, "will_refused"},
 		{"3.1.1 Will without topic", rawConnect("MQTT", 4, flagClean|flagWill|flagUsername|flagPassword, withWill(4, "o4", "", "x")...), 0x05, false, "will_refused"},
@@ -168,6 +192,15 @@ func TestEveryConnectRefusedForItsFormGetsTheCodeOfItsMistake(t *testing.T) {
 		if code, _, isClosed := connackOf(t, srv.MQTTAddr(), login(level, fmt.Sprint("fine-", level))); isClosed || code != 0 {
 			t.Errorf("a well-formed v%d CONNECT: CONNACK 0x%02x (closed %v), want 0x00", level, code, isClosed)
 		}
+	}
+	// Each of those properties once, with a value MQTT allows (Topic
+	// Alias Maximum 0, the default, among them), and User Properties
+	// repeated, as MQTT allows them.
+	props := []byte{0x22, 0, 0, 0x21, 0, 10, 0x27, 0, 1, 0, 0, 0x19, 1, 0x17, 0, 0x11, 0, 0, 0, 60,
+		0x26, 0, 1, 'k', 0, 1, 'v', 0x26, 0, 1, 'k', 0, 1, 'w'}
+	fine := rawConnectWith("MQTT", 5, flagClean|flagUsername|flagPassword, props, str("fine-props"), str("1"), str(tok))
+	if code, _, isClosed := connackOf(t, srv.MQTTAddr(), fine); isClosed || code != 0 {
+		t.Errorf("a v5 CONNECT with allowed properties: CONNACK 0x%02x (closed %v), want 0x00", code, isClosed)
 	}
 }
 
