@@ -16,6 +16,22 @@ type Publisher interface {
 	Publish(evs ...Event)
 }
 
+// UnsettledPublisher is what a Publisher that routes events by who belongs
+// to their conversation (delivery.Hub) implements besides, to hear of a
+// write that may change that (a join, a leave, a group's settings) whose
+// COMMIT lost its answer and whose outcome the store could not learn: it
+// may have committed, or may yet, and its events were not published.
+// Unsettled says so for the write's conversations: until the matching
+// Settled, what the publisher knows of their members may be out of date,
+// and it must read them again after each event it routes. The store calls
+// Settled once it learnt the outcome, after publishing the write's events
+// if it committed. Neither blocks; each Unsettled of a conversation is
+// ended by one Settled.
+type UnsettledPublisher interface {
+	Unsettled(conversationIDs ...int64)
+	Settled(conversationIDs ...int64)
+}
+
 // DeliveredSink records that one of a member's sessions acknowledged
 // message seq (the delivered watermark). It never blocks; the store
 // flushes what it collected in batches.

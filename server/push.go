@@ -70,6 +70,26 @@ func (t teePublisher) Publish(evs ...chat.Event) {
 	}
 }
 
+var _ chat.UnsettledPublisher = teePublisher(nil)
+
+// Unsettled tells each publisher that routes by membership (the hub).
+func (t teePublisher) Unsettled(ids ...int64) {
+	for _, p := range t {
+		if u, ok := p.(chat.UnsettledPublisher); ok {
+			u.Unsettled(ids...)
+		}
+	}
+}
+
+// Settled tells each publisher that routes by membership (the hub).
+func (t teePublisher) Settled(ids ...int64) {
+	for _, p := range t {
+		if u, ok := p.(chat.UnsettledPublisher); ok {
+			u.Settled(ids...)
+		}
+	}
+}
+
 // typingOut hands the typing events of this node's clients to the other
 // nodes (the store publishes nothing else that is not stored; what is
 // stored reaches them through the outbox). Publishing only queues: typing

@@ -2,6 +2,10 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,4 +169,85 @@ func answerLosingPool(t *testing.T) (context.Context, *pgxpool.Pool, *pgtest.Ans
 		t.Fatal(err)
 	}
 	return ctx, pool, pgtest.NewAnswerLosing(t, pool)
+}
+
+// settleRecorder records, in one order, what a store publishes and the
+// conversations it calls unsettled and settled (chat.UnsettledPublisher).
+type settleRecorder struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (r *settleRecorder) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log = append(r.log, s)
+}
+
+func (r *settleRecorder) Publish(evs ...chat.Event) {
+	for _, ev := range evs {
+		r.add(fmt.Sprintf("%s %d", ev.Type, ev.ConversationID))
+	}
+}
+
+func (r *settleRecorder) Unsettled(ids ...int64) {
+	for _, id := range ids {
+		r.add(fmt.Sprintf("unsettled %d", id))
+	}
+}
+
+func (r *settleRecorder) Settled(ids ...int64) {
+	for _, id := range ids {
+		r.add(fmt.Sprintf("settled %d", id))
+	}
+}
+
+func (r *settleRecorder) entries() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.log)
+}
+
+// TestARemovalWhoseOutcomeWasNotLearntIsPublishedOnceLearnt: the removal
+// of bob committed, the answer to its COMMIT was lost, and PostgreSQL
+// does not answer the question of what became of it: the removal fails
+// as unavailable, and the publisher hears at once that the group is
+// unsettled, nothing else. Once PostgreSQL answers again, the store
+// learns that it committed, publishes its member.removed and system.new,
+// then settles the group. Before, nothing was ever published: the node's
+// sessions never heard of the removal.
+func TestARemovalWhoseOutcomeWasNotLearntIsPublishedOnceLearnt(t *testing.T) {
+	t.Parallel()
+	ctx, pool, proxy := answerLosingPool(t)
+	rec := &settleRecorder{}
+	st := store.New(proxy.Pool, chat.DefaultLimits(), store.WithPublisher(rec))
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	conv := mustGroup(t, st, 1, 2, 3)
+	before := len(rec.entries())
+
+	var reachable func()
+	cut := proxy.LoseAnswer("DELETE FROM conversation_member WHERE conversation_id", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
+	err := st.RemoveMember(ctx, conv.ID, 1, 2)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the removal's COMMIT was not lost")
+	}
+	if !errors.Is(err, chat.ErrUnavailable) {
+		t.Fatalf("the removal whose outcome was not learnt = %v, want unavailable", err)
+	}
+	if got := queryInt(t, pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, conv.ID); got != 0 {
+		t.Fatalf("bob is still a member: the removal did not commit")
+	}
+	unsettled := fmt.Sprintf("unsettled %d", conv.ID)
+	if got := rec.entries()[before:]; !slices.Equal(got, []string{unsettled}) {
+		t.Fatalf("published while the outcome is not known: %q, want only %q", got, unsettled)
+	}
+
+	reachable()
+	want := []string{unsettled, fmt.Sprintf("member.removed %d", conv.ID), fmt.Sprintf("system.new %d", conv.ID), fmt.Sprintf("settled %d", conv.ID)}
+	testkit.WaitFor(t, 10*time.Second, "the removal published once learnt", func() bool { return len(rec.entries()) >= before+len(want) })
+	if got := rec.entries()[before:]; !slices.Equal(got, want) {
+		t.Errorf("published: %q, want %q", got, want)
+	}
 }

@@ -21,7 +21,11 @@
 // such a change publishes its duplicate, an ordinary resend's is not),
 // and the other writes (inTx) read their transaction's id before the
 // COMMIT and ask PostgreSQL what became of it (internal/pgerr:
-// Committed).
+// Committed). When it cannot tell in time, such a write's events go to
+// one goroutine that asks again until it can and publishes them if the
+// write committed; meanwhile the publisher hears that the conversations
+// whose members they may change are unsettled (chat.UnsettledPublisher;
+// outcomes.go says why there and not in the Kafka consumer).
 //
 // What one lock serialises reaches the publisher in commit order on the
 // committing node, as it reaches other nodes in outbox order: a send

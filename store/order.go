@@ -83,11 +83,17 @@ func (s *Store) orderedTx(ctx context.Context, op string, fn func(pgx.Tx, **turn
 		}
 		t.done(func() { s.publish(evs...) })
 	}()
-	err := s.inTx(ctx, op, func(tx pgx.Tx) error {
+	unknown, err := s.inTxOutcome(ctx, op, func(tx pgx.Tx) error {
 		var err error
 		evs, err = fn(tx, &t)
 		return err
 	})
 	committed = err == nil
+	if unknown != "" {
+		// Published once learnt, after the turns of this node's later
+		// writes maybe: the fan-out drops a membership or settings event
+		// older than one it routed (delivery's member index).
+		s.learnLater(unknown, evs)
+	}
 	return err
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,9 @@ type Store struct {
 	// unpublished: the changes of send batches answered with a failure
 	// whose outcome was not learnt, whose resends are published.
 	unpublished unpublished
+	// outcomes: the other writes whose outcome was not learnt, asked
+	// about until it is (outcomes.go).
+	outcomes outcomes
 }
 
 var _ chat.Store = (*Store)(nil)
@@ -165,10 +169,14 @@ func (s *Store) BatchStats() BatchStats {
 	return st
 }
 
-// Close stops group commit; sends still queued fail as unavailable.
+// Close stops group commit, sends still queued failing as unavailable,
+// and the learning of outcomes not known (outcomes).
 func (s *Store) Close(ctx context.Context) error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	if err := s.stopOutcomes(ctx); err != nil {
+		return fmt.Errorf("stop learning outcomes: %w", err)
 	}
 	// Using up the Once means no batcher starts after this point, and
 	// one that a concurrent first send is starting is started when Do
@@ -216,33 +224,45 @@ func readOnly() pgx.TxOptions {
 // find the change made and publish nothing (an add answers "already a
 // member"): members online would miss its events, and the node's member
 // index an added member, for good. When the pool cannot tell either, the
-// failure stands.
+// failure stands: a write that publishes events hands them to the
+// goroutine that asks until it knows (learnLater, through inTxOutcome).
 func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
+	_, err := s.inTxOutcome(ctx, op, fn)
+	return err
+}
+
+// inTxOutcome is inTx that also returns, with its failure, the id of a
+// transaction whose COMMIT lost its answer and whose outcome the pool
+// could not tell ("" for every other failure).
+func (s *Store) inTxOutcome(ctx context.Context, op string, fn func(pgx.Tx) error) (unknown string, err error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
-		return classify(op, fmt.Errorf("begin: %w", err))
+		return "", classify(op, fmt.Errorf("begin: %w", err))
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if err := fn(tx); err != nil {
-		return classify(op, err)
+		return "", classify(op, err)
 	}
 	// NULL when fn wrote nothing (no id assigned, none taken for it):
 	// then whether the COMMIT went through changes nothing.
 	var xid *string
 	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned()::text`).Scan(&xid); err != nil {
-		return classify(op, fmt.Errorf("read the transaction id: %w", err))
+		return "", classify(op, fmt.Errorf("read the transaction id: %w", err))
 	}
 	err = tx.Commit(ctx)
 	if err == nil || xid == nil && pgerr.AnswerLost(err) {
-		return nil
+		return "", nil
 	}
 	if !pgerr.AnswerLost(err) {
-		return classify(op, fmt.Errorf("commit: %w", err))
+		return "", classify(op, fmt.Errorf("commit: %w", err))
 	}
 	if cerr := pgerr.Committed(ctx, s.pool, *xid); cerr != nil {
-		return classify(op, fmt.Errorf("commit: %w (whether it committed: %w)", err, cerr))
+		if errors.Is(cerr, pgerr.ErrNotCommitted) {
+			return "", classify(op, fmt.Errorf("commit: %w (whether it committed: %w)", err, cerr))
+		}
+		return *xid, classify(op, fmt.Errorf("commit: %w (whether it committed: %w)", err, cerr))
 	}
-	return nil
+	return "", nil
 }
 
 // writeTx runs fn in a READ COMMITTED transaction together with the outbox
@@ -255,18 +275,21 @@ func (s *Store) writeTx(ctx context.Context, op string, fn func(pgx.Tx) ([]chat.
 	if s.tracer != nil {
 		tc = tracing.Inject(ctx)
 	}
-	err := s.inTx(ctx, op, func(tx pgx.Tx) error {
+	unknown, err := s.inTxOutcome(ctx, op, func(tx pgx.Tx) error {
 		var err error
 		if evs, err = fn(tx); err != nil {
 			return err
 		}
 		return insertOutbox(ctx, tx, tc, evs...)
 	})
-	if err != nil {
-		return err
-	}
 	for i := range evs {
 		evs[i].Trace = tc
+	}
+	if unknown != "" {
+		s.learnLater(unknown, evs)
+	}
+	if err != nil {
+		return err
 	}
 	s.publish(evs...)
 	return nil

@@ -202,7 +202,14 @@
 // overflow) show at the resync as a join past the stream: it restarts at
 // that join, and what the old membership still owed is given up. After an overflow the member index
 // is emptied, and a load under way then is read again, so no dropped
-// membership change leaves it wrong.
+// membership change leaves it wrong. A conversation the store calls
+// unsettled (Unsettled: a change of its members whose outcome the store
+// has not learnt, and whose events it has not published) has its members
+// read again for each of its events, after the event arrived, so after
+// its commit, until Settled, which the fan-out applies in its turn after
+// the events published before it: a removal or join committed meanwhile
+// is what each event is routed by. Events that arrived while a load was
+// under way wait for one of their own.
 //
 // The member index keeps each member's history floor, read with the
 // members. A member.added or conversation.updated that arrives forgets the

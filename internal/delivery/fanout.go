@@ -33,7 +33,7 @@ func (h *Hub) fanout() {
 		var req chan memberRequest
 		var next memberRequest
 		if len(toLoad) > 0 {
-			req, next = requests, memberRequest{conv: toLoad[0], epoch: h.members.epoch}
+			req, next = requests, memberRequest{conv: toLoad[0], epoch: h.members.epoch, waited: len(h.members.waiting[toLoad[0]])}
 		}
 		select {
 		case <-h.ctx.Done():
@@ -72,6 +72,16 @@ func (h *Hub) dispatch(ev chat.Event) (load bool) {
 		h.members.wait(ev)
 		return false
 	}
+	if ev.Type == eventSettled {
+		// Every event published before it was routed.
+		h.settle(ev.ConversationID)
+		return false
+	}
+	if h.isUnsettled(ev.ConversationID) {
+		// A change of the members whose outcome is not known may have
+		// committed since they were read: read them after ev's commit.
+		h.members.forget(ev.ConversationID)
+	}
 	h.members.refresh(ev)
 	if h.members.apply(ev) {
 		return false
@@ -93,6 +103,11 @@ func (h *Hub) dispatch(ev chat.Event) (load bool) {
 // floors it read, perhaps (they may all differ now, see refresh).
 func (h *Hub) membersLoaded(r memberLoad) (again bool) {
 	if r.err != nil {
+		for _, ev := range h.members.waiting[r.conv] {
+			if ev.Type == eventSettled {
+				h.settle(r.conv)
+			}
+		}
 		n := h.members.failed(r.conv)
 		h.opts.Logger.Warn("load members for fan-out failed; sessions will catch up", "conversation", r.conv, "events", n, "err", r.err)
 		h.resyncAll()
@@ -103,6 +118,21 @@ func (h *Hub) membersLoaded(r memberLoad) (again bool) {
 	}
 	evs := h.members.loaded(r.conv, r.members)
 	for i, ev := range evs {
+		if i == r.waited && h.isUnsettled(r.conv) {
+			// These arrived after the load was handed over, so their
+			// commits may be later than what it read, and a change of
+			// the members whose outcome is not known may have committed
+			// in between (Unsettled): they wait for a read of their own.
+			h.members.forget(r.conv)
+			for _, ev := range evs[i:] {
+				again = h.members.wait(ev) || again
+			}
+			return again
+		}
+		if ev.Type == eventSettled {
+			h.settle(r.conv)
+			continue
+		}
 		if h.members.apply(ev) {
 			continue
 		}

@@ -35,6 +35,14 @@ type Hub struct {
 
 	// members is owned by the fan-out goroutine.
 	members *memberIndex
+	// unsettled counts, per conversation, the writes that may change its
+	// members whose outcome the store has not learnt (Unsettled); the
+	// fan-out reads its members again for each of its events meanwhile.
+	// unsettledN is how many conversations it holds, read without the
+	// lock on every event.
+	unsettledMu sync.Mutex
+	unsettled   map[int64]int
+	unsettledN  atomic.Int64
 
 	cursors      *coalesce.Map[cursorKey, int64]
 	cursorWriter *coalesce.Writer[cursorKey, int64]
@@ -50,8 +58,9 @@ type Hub struct {
 }
 
 var (
-	_ chat.Publisher = (*Hub)(nil)
-	_ chat.Delivery  = (*Hub)(nil)
+	_ chat.Publisher          = (*Hub)(nil)
+	_ chat.UnsettledPublisher = (*Hub)(nil)
+	_ chat.Delivery           = (*Hub)(nil)
 )
 
 type cursorKey struct {
@@ -78,15 +87,16 @@ func NewHub(st chat.DeliveryStore, opts Options) *Hub {
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{
-		opts:     opts,
-		store:    st,
-		events:   make(chan chat.Event, opts.HubQueue),
-		byClient: map[string]*Session{},
-		byUser:   map[int64][]*Session{},
-		members:  newMemberIndex(opts.MemberIndexSize),
-		pumps:    make(chan *Session),
-		ctx:      ctx,
-		cancel:   cancel,
+		opts:      opts,
+		store:     st,
+		events:    make(chan chat.Event, opts.HubQueue),
+		byClient:  map[string]*Session{},
+		byUser:    map[int64][]*Session{},
+		members:   newMemberIndex(opts.MemberIndexSize),
+		unsettled: map[int64]int{},
+		pumps:     make(chan *Session),
+		ctx:       ctx,
+		cancel:    cancel,
 	}
 	// A lost cursor update would only mean duplicates after a reconnect;
 	// bounded all the same.
@@ -151,6 +161,68 @@ func (h *Hub) Deliver(ev chat.Event) {
 			h.opts.Metrics.Overflows.Inc()
 			h.opts.Logger.Warn("delivery hub queue full; sessions will catch up from PostgreSQL")
 		}
+	}
+}
+
+// eventSettled is the fan-out's own event that ends an Unsettled of its
+// conversation: it comes through the queue, after the events published
+// before Settled, which are routed by members read after them.
+const eventSettled = "delivery.settled"
+
+// Unsettled: a write that may change the members of these conversations
+// has an outcome not known yet (chat.UnsettledPublisher). From now on,
+// until the matching Settled, each of their events waits for a read of
+// the members made after it arrived, so it is routed by members as of its
+// commit or later: a removal that committed after the last read (the
+// write was in progress, or its answer lost) takes the member out before
+// the entries committed after it reach them, a join puts the member in.
+// It never blocks.
+func (h *Hub) Unsettled(ids ...int64) {
+	h.unsettledMu.Lock()
+	defer h.unsettledMu.Unlock()
+	for _, id := range ids {
+		if h.unsettled[id] == 0 {
+			h.unsettledN.Add(1)
+		}
+		h.unsettled[id]++
+	}
+}
+
+// Settled ends one Unsettled of each conversation once the fan-out has
+// routed what was published before it. It never blocks: with the queue
+// full the conversation stays unsettled, which costs a read of its
+// members per event and nothing else.
+func (h *Hub) Settled(ids ...int64) {
+	for _, id := range ids {
+		select {
+		case h.events <- chat.Event{Type: eventSettled, ConversationID: id}:
+		default:
+			h.opts.Logger.Warn("delivery hub queue full; the conversation's members are read for each of its events", "conversation", id)
+		}
+	}
+}
+
+// isUnsettled reports whether conv's members must be read again for each
+// event (Unsettled).
+func (h *Hub) isUnsettled(conv int64) bool {
+	if h.unsettledN.Load() == 0 {
+		return false
+	}
+	h.unsettledMu.Lock()
+	defer h.unsettledMu.Unlock()
+	return h.unsettled[conv] > 0
+}
+
+// settle ends one Unsettled of conv, on the fan-out goroutine.
+func (h *Hub) settle(conv int64) {
+	h.unsettledMu.Lock()
+	defer h.unsettledMu.Unlock()
+	switch n := h.unsettled[conv]; {
+	case n > 1:
+		h.unsettled[conv] = n - 1
+	case n == 1:
+		delete(h.unsettled, conv)
+		h.unsettledN.Add(-1)
 	}
 }
 

@@ -258,10 +258,13 @@ func (x *memberIndex) failed(conv int64) int {
 }
 
 // memberRequest asks a loader for the members of conv; epoch is the
-// index's when the load was handed over.
+// index's when the load was handed over, waited how many of conv's events
+// waited for it then (those that arrived later may have committed after
+// it read).
 type memberRequest struct {
-	conv  int64
-	epoch uint64
+	conv   int64
+	epoch  uint64
+	waited int
 }
 
 // memberLoad is the outcome of one load.

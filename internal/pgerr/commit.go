@@ -49,16 +49,16 @@ func Committed(ctx context.Context, db Querier, xid string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
-		var status *string
-		if err := db.QueryRow(ctx, xactStatusSQL, xid).Scan(&status); err != nil {
+		status, err := XactStatus(ctx, db, xid)
+		if err != nil {
 			return err
 		}
-		switch {
-		case status == nil:
+		switch status {
+		case "":
 			return errors.New("transaction status unknown")
-		case *status == "committed":
+		case "committed":
 			return nil
-		case *status != "in progress":
+		case "aborted":
 			return ErrNotCommitted
 		}
 		select {
@@ -67,4 +67,18 @@ func Committed(ctx context.Context, db Querier, xid string) error {
 		case <-time.After(pause):
 		}
 	}
+}
+
+// XactStatus asks db, once, what became of transaction xid: "committed",
+// "aborted", "in progress", or "" when PostgreSQL no longer knows (an id
+// older than its commit log keeps).
+func XactStatus(ctx context.Context, db Querier, xid string) (string, error) {
+	var status *string
+	if err := db.QueryRow(ctx, xactStatusSQL, xid).Scan(&status); err != nil {
+		return "", err
+	}
+	if status == nil {
+		return "", nil
+	}
+	return *status, nil
 }

@@ -95,6 +95,36 @@ func (a *AnswerLosing) LoseAnswerReset(match string, before func()) <-chan struc
 	return a.armed.done
 }
 
+// LoseAnswers loses the answer of every statement whose text contains
+// match (as LoseAnswer does, each its connection), from now until stop
+// is called, as when PostgreSQL is unreachable for that question (say
+// pg_xact_status). It holds the proxy's one armed losing meanwhile: to
+// lose a COMMIT's answer and then every such question, call it from
+// that LoseAnswer's before.
+func (a *AnswerLosing) LoseAnswers(match string) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var arm func()
+	arm = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			a.LoseAnswer(match, arm)
+		}
+	}
+	arm()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.armed != nil && a.armed.match == match {
+			a.armed = nil
+		}
+	}
+}
+
 // take returns the armed losing if text contains its match, disarming it.
 func (a *AnswerLosing) take(text string) *losing {
 	a.mu.Lock()

@@ -1,0 +1,162 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/pgtest"
+)
+
+// TestAMemberRemovedByAChangeWhoseOutcomeWasNotLearntGetsNoLaterMessageLive:
+// alice removes bob from a group; the removal committed, the answer to
+// its COMMIT was lost with the connection, and the node cannot learn what
+// became of it (PostgreSQL does not answer the question): alice is told
+// to retry (503) and nothing is published. Alice then writes to the
+// group: bob, online on the same node, does not get it live, and once
+// PostgreSQL answers again he gets his member.removed. Before, the
+// node's member index still listed bob, who got every message of the
+// group live until he reconnected.
+func TestAMemberRemovedByAChangeWhoseOutcomeWasNotLearntGetsNoLaterMessageLive(t *testing.T) {
+	t.Parallel()
+	srv, proxy := answerLosingNode(t, nil)
+	ctx := context.Background()
+	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2, 3})
+	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
+	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
+	// The node routes the group's messages already: its members are
+	// loaded, as on a busy node.
+	mustSendAs(t, srv, conv.ID, 1, "before")
+	nextEvent(t, bob, "message.new", 5*time.Second)
+	nextEvent(t, carol, "message.new", 5*time.Second)
+
+	var reachable func()
+	cut := proxy.LoseAnswer("DELETE FROM conversation_member WHERE conversation_id", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
+	removal := httpDo(t, srv, 1, "DELETE", fmt.Sprintf("/v1/conversations/%d/members/2", conv.ID), nil)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the removal's COMMIT was not lost")
+	}
+	defer reachable()
+	if removal.status != 503 {
+		t.Fatalf("the removal whose outcome was not learnt: %d %s, want 503", removal.status, removal.body)
+	}
+	if n := pgtest.QueryOne[int64](t, srv.Pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, conv.ID); n != 0 {
+		t.Fatalf("bob is still a member: the removal did not commit")
+	}
+
+	mustSendAs(t, srv, conv.ID, 1, "after bob left")
+	if ev := nextEvent(t, carol, "message.new", 5*time.Second); ev.Body != "after bob left" {
+		t.Errorf("carol got %+v, want alice's message sent after the removal", ev)
+	}
+	noMessagesOf(t, bob, conv.ID, time.Second, "alice's message sent after his removal committed")
+
+	reachable()
+	if ev := nextEvent(t, bob, "member.removed", 10*time.Second); ev.ConversationID != conv.ID || ev.UserID != 2 {
+		t.Errorf("bob got %+v, want his member.removed from the group", ev)
+	}
+	mustSendAs(t, srv, conv.ID, 1, "later")
+	noMessagesOf(t, bob, conv.ID, 500*time.Millisecond, "alice's later message")
+}
+
+// TestAMemberAddedByAChangeWhoseOutcomeWasNotLearntGetsLaterMessagesLive:
+// alice adds carol to a group; the add committed, the answer to its
+// COMMIT was lost, and the node cannot learn what became of it: alice is
+// told to retry (503). Alice's next message reaches carol, online on the
+// node, live, and once PostgreSQL answers again bob gets the
+// member.added. Before, the node's member index never learnt of carol,
+// who got nothing of the group live until she reconnected.
+func TestAMemberAddedByAChangeWhoseOutcomeWasNotLearntGetsLaterMessagesLive(t *testing.T) {
+	t.Parallel()
+	srv, proxy := answerLosingNode(t, nil)
+	ctx := context.Background()
+	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2})
+	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
+	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
+	mustSendAs(t, srv, conv.ID, 1, "before carol")
+	nextEvent(t, bob, "message.new", 5*time.Second)
+
+	var reachable func()
+	cut := proxy.LoseAnswer("INSERT INTO conversation_member", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
+	add := httpDo(t, srv, 1, "POST", fmt.Sprintf("/v1/conversations/%d/members", conv.ID), map[string]any{"userId": 3})
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the add's COMMIT was not lost")
+	}
+	defer reachable()
+	if add.status != 503 {
+		t.Fatalf("the add whose outcome was not learnt: %d %s, want 503", add.status, add.body)
+	}
+
+	mustSendAs(t, srv, conv.ID, 1, "hello carol")
+	if ev := nextEvent(t, carol, "message.new", 5*time.Second); ev.Body != "hello carol" || ev.Seq != 3 {
+		t.Errorf("carol got %+v, want alice's message at seq 3", ev)
+	}
+
+	reachable()
+	if ev := nextEvent(t, bob, "member.added", 10*time.Second); ev.ConversationID != conv.ID || ev.UserID != 3 {
+		t.Errorf("bob got %+v, want carol's member.added", ev)
+	}
+}
+
+// TestASettingsChangeWhoseOutcomeWasNotLearntHidesEditsLiveAsHistoryDoes:
+// carol joined a group whose history was visible to all; alice makes it
+// visible only from each member's join, the change committed, the answer
+// to its COMMIT was lost, and the node cannot learn what became of it
+// (503). Alice then edits a message from before carol's join, twice:
+// carol, online on the node, gets both edits without their body, as
+// history shows them her. Before, the first came from PostgreSQL (the
+// settings change's entry, never published, was a gap in her stream) and
+// hid it, but the second came live with its body: the node's member index
+// kept carol's floor from before the change.
+func TestASettingsChangeWhoseOutcomeWasNotLearntHidesEditsLiveAsHistoryDoes(t *testing.T) {
+	t.Parallel()
+	srv, proxy := answerLosingNode(t, nil)
+	ctx := context.Background()
+	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2})
+	path := fmt.Sprintf("/v1/conversations/%d", conv.ID)
+	if r := httpDo(t, srv, 1, "PATCH", path, map[string]any{"historyVisible": "all"}); r.status != 200 {
+		t.Fatalf("history visible to all: %d %s", r.status, r.body)
+	}
+	secret, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "before carol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := httpDo(t, srv, 1, "POST", path+"/members", map[string]any{"userId": 3}); r.status != 201 {
+		t.Fatalf("add carol: %d %s", r.status, r.body)
+	}
+	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
+	// The node routes the group's messages to carol already.
+	mustSendAs(t, srv, conv.ID, 1, "hello carol")
+	nextEvent(t, carol, "message.new", 5*time.Second)
+
+	var reachable func()
+	cut := proxy.LoseAnswer("history_visible = $6", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
+	change := httpDo(t, srv, 1, "PATCH", path, map[string]any{"historyVisible": "joined"})
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the settings change's COMMIT was not lost")
+	}
+	defer reachable()
+	if change.status != 503 {
+		t.Fatalf("the settings change whose outcome was not learnt: %d %s, want 503", change.status, change.body)
+	}
+	if v := pgtest.QueryOne[string](t, srv.Pool, `SELECT history_visible FROM conversation WHERE id = $1`, conv.ID); v != "joined" {
+		t.Fatalf("history_visible is %q: the change did not commit", v)
+	}
+
+	for i, body := range []string{"first edit", "second edit"} {
+		if _, err := srv.Service.Edit(ctx, chat.EditRequest{ConversationID: conv.ID, UserID: 1, ClientMsgID: newID(),
+			TargetSeq: secret.Message.Seq, Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		if ev := nextEvent(t, carol, "message.edited", 5*time.Second); ev.Body != "" {
+			t.Errorf("carol got edit %d of a message from before her join with its body %q, want it hidden (history is visible from her join)", i+1, ev.Body)
+		}
+	}
+}
