@@ -264,6 +264,43 @@ export class UploadTickets {
     });
   }
 
+  /**
+   * Whether a page of this browser holds the upload of file for cid
+   * (claim) now: this one's or another live tab's, which goes on with it
+   * or holds it in its tray unsent. Asked of the browser's lock list
+   * (locks.query), or else by trying the claim and letting it go at once.
+   * Without Web Locks, none is.
+   * @returns {Promise<boolean>}
+   */
+  async claimed(cid, file) {
+    if (!this.locks) return false;
+    const name = this.keyOf(cid, file);
+    if (typeof this.locks.query === 'function') {
+      try {
+        const snapshot = await this.locks.query();
+        return Boolean(snapshot?.held?.some((l) => l.name === name));
+      } catch {
+        // No list to be had: the claim tells.
+      }
+    }
+    const release = await this.claim(cid, file);
+    if (!release) return true;
+    release();
+    return false;
+  }
+
+  /**
+   * Forgets the upload of file for cid unless another page claims it now
+   * (it goes on with it there): resolves to whether it was forgotten.
+   */
+  async forgetUnclaimed(cid, file) {
+    const release = await this.claim(cid, file);
+    if (!release) return false;
+    this.forget(cid, file);
+    release();
+    return true;
+  }
+
   /** Where the upload of file for cid is kept: a key of its own (see UploadTickets). */
   keyOf(cid, file) {
     return this.prefix + JSON.stringify([cid, fingerprint(file)]);

@@ -195,6 +195,9 @@ function browserLocks() {
           held.delete(name);
         }
       },
+      async query() {
+        return { held: [...held].map((name) => ({ name, mode: 'exclusive' })), pending: [] };
+      },
     };
     return { locks, gone };
   };
@@ -569,4 +572,45 @@ test('a file picked again with the name, size, type and modification time of a k
       });
     }
   }
+});
+
+test("a tab does not show, nor forget, an upload another live tab of the user holds: it is that tab's, going on or waiting to be sent there", async () => {
+  const c = fakeChatd();
+  const storage = memoryStorage();
+  const tab = browserLocks();
+  await withBrowser(c, async () => {
+    c.script.push('hang');
+    const a = page(c, storage, { locks: tab().locks });
+    a.tray.add([minutes()]);
+    await settle();
+    assert.equal(c.puts.length, 1);
+    // The user's other tab opens the conversation while the first still uploads the file.
+    const b = page(c, storage, { locks: tab().locks });
+    await b.tray.restore();
+    assert.equal(b.waiting().length, 0, "the other tab's upload is shown as not sent, to pick again");
+    // A tab that showed a kept upload before another tab took it up (its file picked there).
+    const gone = tab();
+    const d = page(c, storage, { locks: gone.locks });
+    const e = page(c, storage, { locks: tab().locks });
+    a.tray.clear(); // a stops (another conversation): the upload is kept, claimed by no one
+    await settle();
+    await e.tray.restore();
+    assert.equal(e.waiting().length, 1);
+    c.script.push('hang');
+    d.tray.add([minutes()]);
+    await settle();
+    e.waiting()[0].find('tray-waiting-remove').dispatch('click');
+    await settle();
+    assert.equal(e.waiting().length, 0);
+    assert.notEqual(storage.getItem(keptAt(CONV, minutes())), null, "a tab's Forget deleted the upload another tab goes on with");
+    // That tab gone, the upload is shown again, and Forget forgets it.
+    gone.gone();
+    await settle();
+    const f = page(c, storage, { locks: tab().locks });
+    await f.tray.restore();
+    assert.equal(f.waiting().length, 1);
+    f.waiting()[0].find('tray-waiting-remove').dispatch('click');
+    await settle();
+    assert.equal(storage.getItem(keptAt(CONV, minutes())), null, 'Forget kept the upload no tab holds');
+  });
 });
