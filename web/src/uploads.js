@@ -135,7 +135,9 @@ const TICKETS_PREFIX = 'chatd.uploads.';
  * upload_ttl, after which an upload never sent is deleted (its URL, its
  * key and any bytes it took with it). A page does not learn the server's
  * setting: a ticket kept longer is answered 404 (a new ticket then), one
- * forgotten sooner is uploaded anew.
+ * forgotten sooner is uploaded anew. A ticket's expiresAt is not the
+ * upload's end but its URL's (minutes): after it the upload is still
+ * completed or read (Uploader.send), so it does not shorten this.
  */
 export const TICKET_KEEP_MS = 24 * 60 * 60 * 1000;
 
@@ -191,8 +193,8 @@ function entryOf(e) {
     t &&
     typeof t === 'object' &&
     typeof t.uploadId === 'string' &&
-    typeof t.url === 'string' &&
-    t.url !== '' &&
+    t.uploadId !== '' &&
+    (t.url === undefined || (typeof t.url === 'string' && t.url !== '')) &&
     !Number.isNaN(Date.parse(t.expiresAt)) &&
     (t.completeUrl === undefined || typeof t.completeUrl === 'string') &&
     (t.method === undefined || typeof t.method === 'string') &&
@@ -200,6 +202,23 @@ function entryOf(e) {
   const ticketKey = typeof e.ticketKey === 'string' && e.ticketKey !== '' ? e.ticketKey : null;
   if (!usable && !ticketKey) return null;
   return { cid: e.cid, file: { name: f.name, size: f.size, lastModified: f.lastModified, type: f.type }, ticket: usable ? t : null, ticketKey, at: e.at };
+}
+
+/**
+ * Ticket t as kept in storage: without the URL (and the method and
+ * headers that go with it) when its key asks for it again (ticketKey;
+ * chatd answers the same upload, its URL presigned again until the same
+ * expiresAt, charged nothing), or once the URL expired, when no PUT may
+ * go to it; a presigned URL is leave to write into the bucket, and the
+ * browser's storage is readable by whatever runs on the origin for as
+ * long as the entry is kept. The upload's id, expiry, completion and
+ * whether every byte went are what a reload goes on from.
+ */
+function storedTicket(t, ticketKey, now) {
+  if (!t) return null;
+  if (!ticketKey && Date.parse(t.expiresAt) > now) return { ...t };
+  const { url: _u, method: _m, headers: _h, ...rest } = t;
+  return rest;
 }
 
 /**
@@ -339,7 +358,17 @@ export class UploadTickets {
     } catch {
       // Unreadable (or unavailable): nothing kept.
     }
-    if (e && this.now() - e.at < TICKET_KEEP_MS) return e;
+    if (e && this.now() - e.at < TICKET_KEEP_MS) {
+      if (e.ticket?.url !== undefined && Date.parse(e.ticket.expiresAt) <= this.now()) {
+        e.ticket = storedTicket(e.ticket, null, this.now());
+        try {
+          this.storage?.setItem(k, JSON.stringify(e));
+        } catch {
+          // Unavailable: read again next time.
+        }
+      }
+      return e;
+    }
     if (raw !== null) this.remove(k);
     return null;
   }
@@ -360,7 +389,7 @@ export class UploadTickets {
     const was = this.find(cid, f);
     // A new key is a new upload: its time starts anew.
     const at = was && was.ticketKey === ticketKey ? was.at : this.now();
-    const e = { cid, file: f, ticket: ticket ? { ...ticket } : null, ticketKey: ticketKey ?? null, at };
+    const e = { cid, file: f, ticket: storedTicket(ticket, ticketKey, this.now()), ticketKey: ticketKey ?? null, at };
     try {
       this.storage?.setItem(this.keyOf(cid, f), JSON.stringify(e));
     } catch {
@@ -602,8 +631,10 @@ export class Uploader {
           kept();
         }
       }
-      if (!t || expiring(t)) {
-        if (t) handle.ticketKey = null; // expiring: a new ticket, a new key
+      // A ticket kept without its URL (UploadTickets) is asked again
+      // with its key: the same upload, its URL given again.
+      if (!t || expiring(t) || !t.url) {
+        if (t && (expiring(t) || !handle.ticketKey)) handle.ticketKey = null; // expiring: a new ticket, a new key
         handle.ticket = null;
         handle.ticketKey ??= uuid4();
         kept();

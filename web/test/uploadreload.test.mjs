@@ -78,6 +78,14 @@ function tabbedStorage() {
   return { tab, flush };
 }
 
+/**
+ * The ticket requests of c that made an upload, charged against the day's
+ * bytes: the first with each Idempotency-Key. One asked again with its key
+ * (a kept ticket's URL is not kept) is answered that upload, charged
+ * nothing.
+ */
+const uploadsMade = (c) => c.tickets.filter((t, i) => c.tickets.findIndex((x) => x.key === t.key) === i);
+
 const hex = (b) => [...new Uint8Array(b)].map((x) => x.toString(16).padStart(2, '0')).join('');
 
 const settle = async () => {
@@ -247,7 +255,7 @@ test('a page reloaded in the middle of a PUT PUTs the file picked again to the s
     const after = page(c, storage);
     after.tray.add([minutes()]);
     const it = await itemOnce(after, 'done');
-    assert.equal(c.tickets.length, 1, `a second ticket was asked for, charged again against the day's bytes: ${JSON.stringify(c.tickets.map((t) => t.key))}`);
+    assert.equal(uploadsMade(c).length, 1, `a second ticket was asked for, charged again against the day's bytes: ${JSON.stringify(c.tickets.map((t) => t.key))}`);
     assert.deepEqual(c.puts, ['/v1/uploads/u1', '/v1/uploads/u1']);
     assert.deepEqual(after.tray.take().map((a) => a.id), ['u1']);
   });
@@ -331,8 +339,8 @@ test('after a reload the tray shows the unfinished uploads of the conversation, 
     const again = page(c, storage);
     again.tray.add([other]);
     await itemOnce(again, 'done');
-    assert.deepEqual(c.tickets.map((t) => t.body.name), ['minutes.txt', 'plan.pdf', 'plan.pdf']);
-    assert.notEqual(c.tickets[2].key, c.tickets[1].key);
+    assert.deepEqual(uploadsMade(c).map((t) => t.body.name), ['minutes.txt', 'plan.pdf', 'plan.pdf']);
+    assert.notEqual(uploadsMade(c)[2].key, uploadsMade(c)[1].key);
   });
 });
 
@@ -454,7 +462,7 @@ test('switching conversations keeps the uploads the tray stops; coming back show
     tray.add([minutes()]);
     for (let i = 0; i < 50 && tray.el.findAll('tray-item')[0]?.dataset.status !== 'done'; i++) await settle();
     assert.equal(tray.el.findAll('tray-item')[0]?.dataset.status, 'done');
-    assert.equal(c.tickets.length, 1);
+    assert.equal(uploadsMade(c).length, 1);
   });
 });
 
@@ -485,7 +493,7 @@ test("two tabs of the user picking the same file for the conversation make an up
       const again = page(c, storage, { locks: tab().locks });
       again.tray.add([minutes()]);
       await itemOnce(again, 'done');
-      assert.equal(c.tickets.length, 2, `first tab ${first}: the upload of the tab that went was not resumed`);
+      assert.equal(uploadsMade(c).length, 2, `first tab ${first}: the upload of the tab that went was not resumed`);
       assert.deepEqual(again.tray.take().map((x) => x.id), ['u1']);
     });
   }
@@ -544,7 +552,7 @@ test("two tabs of the user keeping uploads at the same moment keep both: one tab
       after.items().map((it) => it.dataset.status),
       ['done', 'done'],
     );
-    assert.equal(c.tickets.length, 2, 'an upload was asked for again, charged again');
+    assert.equal(uploadsMade(c).length, 2, 'an upload was asked for again, charged again');
   });
 });
 
@@ -613,4 +621,46 @@ test("a tab does not show, nor forget, an upload another live tab of the user ho
     await settle();
     assert.equal(storage.getItem(keptAt(CONV, minutes())), null, 'Forget kept the upload no tab holds');
   });
+});
+
+test("a kept ticket's upload URL (an object store's presigned one: leave to write into the bucket) is not kept in the browser's storage while its key asks for it again: the file picked after a reload gets it again with the same key, the same upload charged once", async () => {
+  for (const objectStore of [false, true]) {
+    const c = fakeChatd({ objectStore });
+    const storage = memoryStorage();
+    await withBrowser(c, async () => {
+      c.script.push('hang');
+      page(c, storage).tray.add([minutes()]);
+      await settle();
+      assert.equal(c.puts.length, 1);
+      const kept = JSON.parse(storage.getItem(keptAt(CONV, minutes())));
+      assert.equal(kept.ticket?.uploadId, 'u1');
+      for (const f of ['url', 'method', 'headers']) assert.equal(kept.ticket[f], undefined, `${objectStore ? 'object store' : 'chatd'}: the ticket's ${f} is kept: ${JSON.stringify(kept.ticket)}`);
+      const after = page(c, storage);
+      after.tray.add([minutes()]);
+      await itemOnce(after, 'done');
+      assert.deepEqual(c.tickets.map((t) => t.key), [kept.ticketKey, kept.ticketKey], 'the ticket was not asked again with its key');
+      assert.equal(c.keys.size, 1, 'a second upload was made, charged again');
+      assert.deepEqual(c.puts, [c.keys.get(kept.ticketKey).url, c.keys.get(kept.ticketKey).url]);
+      assert.deepEqual(after.tray.take().map((a) => a.id), ['u1']);
+    });
+  }
+});
+
+test('a ticket kept without a key to ask for it again keeps its URL until its expiresAt only', () => {
+  const file = minutes();
+  for (const [validMs, urlKept] of [
+    [60000, true],
+    [-1000, false],
+  ]) {
+    const storage = memoryStorage();
+    const ticket = { uploadId: 'u1', url: 'https://store.example/u1?sig=x', method: 'PUT', headers: { 'Content-Type': 'text/plain' }, expiresAt: new Date(Date.now() + validMs).toISOString(), completeUrl: '/v1/uploads/u1/complete', sent: true };
+    storage.setItem(keptAt(CONV, file), JSON.stringify({ cid: CONV, file, ticket, ticketKey: null, at: Date.now() }));
+    const [e] = new uploads.UploadTickets(ME, storage).list();
+    assert.equal(e?.ticket?.uploadId, 'u1', 'the upload was forgotten');
+    assert.equal(e.ticket.completeUrl, '/v1/uploads/u1/complete');
+    assert.equal(e.ticket.sent, true);
+    const stored = JSON.parse(storage.getItem(keptAt(CONV, file))).ticket;
+    assert.equal(stored.url !== undefined, urlKept, `valid for ${validMs} ms: the URL ${urlKept ? 'went' : 'stayed in storage'}`);
+    assert.equal(e.ticket.url !== undefined, urlKept);
+  }
 });
