@@ -664,3 +664,41 @@ test('a ticket kept without a key to ask for it again keeps its URL until its ex
     assert.equal(e.ticket.url !== undefined, urlKept);
   }
 });
+
+test("signing out forgets the user's kept uploads, those another tab of the user writes back at that moment too: after the sign-out no page of the user's signed-out session keeps one", async () => {
+  const c = fakeChatd();
+  const browser = tabbedStorage();
+  await withBrowser(c, async () => {
+    c.script.push('hang', 'hang');
+    const plan = { name: 'plan.pdf', type: 'application/pdf', size: 900, lastModified: 1765000000001 };
+    // The user's other tab, uploading.
+    const other = page(c, browser.tab());
+    other.tray.add([minutes()]);
+    await settle();
+    browser.flush();
+    // Signed out in this tab; the other tab, not yet told (its storage
+    // event still to come), writes where its uploads stand.
+    await new Promise((r) => setTimeout(r, 5));
+    const here = browser.tab();
+    uploads.UploadTickets.clearUser(ME, here);
+    other.tray.add([plan]);
+    await settle();
+    browser.flush();
+    // The user (or the next person as the same user) signs in again.
+    await new Promise((r) => setTimeout(r, 5));
+    const after = page(c, browser.tab());
+    assert.deepEqual(
+      after.up.tickets.list().map((e) => e.file.name),
+      [],
+      "an upload of the signed-out session's other tab stayed in the browser",
+    );
+    await after.tray.restore();
+    assert.equal(after.waiting().length, 0);
+    // What this signed-in page keeps, it keeps.
+    c.script.push('hang');
+    after.tray.add([minutes()]);
+    await settle();
+    browser.flush();
+    assert.deepEqual(page(c, browser.tab()).up.tickets.list().map((e) => e.file.name), ['minutes.txt']);
+  });
+});
