@@ -26,8 +26,9 @@ const (
 // goes on with that upload, its ticket asked for once and charged once
 // against the day's bytes; an upload removed after the reload is
 // forgotten; the same file picked in a second tab of the user while the
-// first still uploads it is an upload of its own (both sent), and the
-// first's resumes in another tab once it is closed.
+// first still uploads it is an upload of its own (both sent), the second
+// tab's tray showing only uploads no live tab holds, and the first's
+// resumes in another tab once it is closed.
 func TestBrowserUploadInterruptedByAReloadIsResumedWhenTheFileIsPickedAgain(t *testing.T) {
 	t.Parallel()
 	chromium, node := browserTools(t)

@@ -40,12 +40,27 @@ function minutes(name) {
   return { path, bytes };
 }
 
-/** What page asks chatd for: tickets (POST /v1/uploads), and the PUTs of the bytes. */
+/** The Idempotency-Keys of the ticket requests of every page watched. */
+const keysAsked = new Set();
+
+/**
+ * Whether ticket request r asks for a new upload, charged: one asked
+ * again with a key asked before (a reload gets a kept ticket's URL so,
+ * the URL not kept) is answered that upload, charged nothing.
+ */
+function newUpload(r) {
+  const key = r.headers()['idempotency-key'];
+  const fresh = !key || !keysAsked.has(key);
+  if (key) keysAsked.add(key);
+  return fresh;
+}
+
+/** What page asks chatd for: new uploads (POST /v1/uploads with a new key), and the PUTs of the bytes. */
 function watch(page) {
   const seen = { tickets: 0, puts: [] };
   page.on('request', (r) => {
     const path = new URL(r.url()).pathname;
-    if (r.method() === 'POST' && path === '/v1/uploads') seen.tickets++;
+    if (r.method() === 'POST' && path === '/v1/uploads' && newUpload(r)) seen.tickets++;
     if (r.method() === 'PUT' && /^\/v1\/uploads\/[^/]+$/.test(path)) seen.puts.push(path);
   });
   return seen;
@@ -175,7 +190,21 @@ test("two tabs of the user picking the same file make an upload each, both sent;
     await openConversation(page, conv.id);
     return page;
   };
+  // A third tab's upload of another file, the tab closed since: kept, claimed by no page.
+  const spare = { path: join(dir, 'spare.txt'), bytes: Buffer.from('spare\n'.repeat(20)) };
+  writeFileSync(spare.path, spare.bytes);
+  const z = await tab();
+  let spareHeld = 0;
+  await z.route('**/v1/uploads/*', (route) => {
+    if (route.request().method() !== 'PUT') return route.continue();
+    spareHeld++;
+  });
+  await z.getByTestId('file-input').setInputFiles(spare.path);
+  await eventually(async () => assert.equal(spareHeld, 1));
+  await z.close();
   const b = await tab();
+  // The second tab shows the closed tab's upload to resume, not the one the first tab still has.
+  await eventually(async () => assert.deepEqual(await b.getByTestId('tray-waiting').locator('.file-name').allTextContents(), ['spare.txt']));
   const second = watch(b);
   await b.getByTestId('file-input').setInputFiles(file.path);
   await trayItem(b, 'done');

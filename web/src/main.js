@@ -60,7 +60,7 @@ async function startApp({ token, userId, exp }) {
     releaseClientId(refused);
     return id;
   };
-  const session = new MqttSession({ userId, token, clientId: clientIds.get(userId), renewClientId });
+  const session = new MqttSession({ userId, token, clientId: clientIds.get(userId), renewClientId, forgetClientId });
   let ended = false;
   // forced: the token expired or was refused. The user is gone from this
   // browser as after signing out, unless another tab signed in meanwhile

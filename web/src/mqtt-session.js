@@ -47,11 +47,14 @@ export class MqttSession extends EventTarget {
    * renewClientId(refused) resolves with a client id of this tab's own to
    * use instead of refused, which the server answered CONNACK 0x85
    * (another user's session holds it). Without it, 0x85 stops the
-   * session as after MAX_CLIENT_ID_RENEWALS.
+   * session as after MAX_CLIENT_ID_RENEWALS. forgetClientId(refused) is
+   * told the id the session stopped on, refused too, so that no later
+   * page claims it again (a reload's first CONNECT refused again).
    * @param {{userId:number, token:string, clientId:string, url?:string,
-   *   renewClientId?:(refused:string)=>Promise<string>}} o
+   *   renewClientId?:(refused:string)=>Promise<string>,
+   *   forgetClientId?:(refused:string)=>void}} o
    */
-  constructor({ userId, token, clientId, url, renewClientId = null }) {
+  constructor({ userId, token, clientId, url, renewClientId = null, forgetClientId = null }) {
     super();
     this.userId = userId;
     this.eventsTopic = `chat/v1/user/${userId}/events`;
@@ -60,6 +63,7 @@ export class MqttSession extends EventTarget {
     this.token = token;
     this.clientId = clientId;
     this.renewClientId = renewClientId;
+    this.forgetClientId = forgetClientId;
     // Client ids taken since the last CONNACK 0; a new one on its way.
     this.renewals = 0;
     this.renewing = false;
@@ -256,6 +260,11 @@ export class MqttSession extends EventTarget {
    */
   stopRefused(c, err) {
     this.refused = err;
+    try {
+      this.forgetClientId?.(this.clientId);
+    } catch {
+      // Storage unavailable: a later page may be refused it once more.
+    }
     // Ended with a period of 0, mqtt.js would count the client as no
     // longer disconnecting once its stores close, and our close handler
     // would report it offline, reconnecting.

@@ -285,6 +285,10 @@ function silenced(c, ev, uid) {
 export function notifyWhileHidden(session, state, uid, api) {
   if (!pushSupported()) return () => {};
   const unhold = holdWhileVisible(visibleLock(uid));
+  // A page whose connection stopped for good (MqttSession.stopRefused)
+  // gets no messages: on screen, it must not keep the user's hidden
+  // pages from alerting for it.
+  session.addEventListener('refused', unhold);
   // Whom the user blocked: chatd never pushes their messages, in a group
   // either, where they still reach this page. Asked when a notification
   // is due (a block made on another device is not announced), and kept

@@ -131,11 +131,19 @@ const UPLOAD_WAIT_S = 60;
 const TICKETS_PREFIX = 'chatd.uploads.';
 
 /**
+ * Where UploadTickets.clearUser notes when the user last signed out here:
+ * PREFIX + user id (not under TICKETS_PREFIX: it outlives their entries).
+ */
+const SIGNED_OUT_PREFIX = 'chatd.uploadsSignedOut.';
+
+/**
  * How long a ticket is kept after it was asked for (ms): chatd's default
  * upload_ttl, after which an upload never sent is deleted (its URL, its
  * key and any bytes it took with it). A page does not learn the server's
  * setting: a ticket kept longer is answered 404 (a new ticket then), one
- * forgotten sooner is uploaded anew.
+ * forgotten sooner is uploaded anew. A ticket's expiresAt is not the
+ * upload's end but its URL's (minutes): after it the upload is still
+ * completed or read (Uploader.send), so it does not shorten this.
  */
 export const TICKET_KEEP_MS = 24 * 60 * 60 * 1000;
 
@@ -191,15 +199,33 @@ function entryOf(e) {
     t &&
     typeof t === 'object' &&
     typeof t.uploadId === 'string' &&
-    typeof t.url === 'string' &&
-    t.url !== '' &&
+    t.uploadId !== '' &&
+    (t.url === undefined || (typeof t.url === 'string' && t.url !== '')) &&
     !Number.isNaN(Date.parse(t.expiresAt)) &&
     (t.completeUrl === undefined || typeof t.completeUrl === 'string') &&
     (t.method === undefined || typeof t.method === 'string') &&
     (t.headers === undefined || (t.headers !== null && typeof t.headers === 'object'));
   const ticketKey = typeof e.ticketKey === 'string' && e.ticketKey !== '' ? e.ticketKey : null;
   if (!usable && !ticketKey) return null;
-  return { cid: e.cid, file: { name: f.name, size: f.size, lastModified: f.lastModified, type: f.type }, ticket: usable ? t : null, ticketKey, at: e.at };
+  const since = typeof e.since === 'number' ? e.since : 0;
+  return { cid: e.cid, file: { name: f.name, size: f.size, lastModified: f.lastModified, type: f.type }, ticket: usable ? t : null, ticketKey, at: e.at, since };
+}
+
+/**
+ * Ticket t as kept in storage: without the URL (and the method and
+ * headers that go with it) when its key asks for it again (ticketKey;
+ * chatd answers the same upload, its URL presigned again until the same
+ * expiresAt, charged nothing), or once the URL expired, when no PUT may
+ * go to it; a presigned URL is leave to write into the bucket, and the
+ * browser's storage is readable by whatever runs on the origin for as
+ * long as the entry is kept. The upload's id, expiry, completion and
+ * whether every byte went are what a reload goes on from.
+ */
+function storedTicket(t, ticketKey, now) {
+  if (!t) return null;
+  if (!ticketKey && Date.parse(t.expiresAt) > now) return { ...t };
+  const { url: _u, method: _m, headers: _h, ...rest } = t;
+  return rest;
 }
 
 /**
@@ -228,9 +254,34 @@ export class UploadTickets {
   constructor(userId, storage = globalThis.localStorage ?? null, now = () => Date.now(), locks = globalThis.navigator?.locks ?? null) {
     /** Where this user's entries are kept: one key each, PREFIX + user id + '/' + which upload. */
     this.prefix = `${TICKETS_PREFIX}${userId}/`;
+    this.signedOutKey = SIGNED_OUT_PREFIX + userId;
     this.storage = storage;
     this.now = now;
     this.locks = locks;
+    /** When this page's session of the user began here: its entries are forgotten by a sign-out after it (signedOut). */
+    this.since = now();
+  }
+
+  /**
+   * When the user last signed out at this browser (clearUser), or 0. The
+   * entries written by a page whose session began before (since) are that
+   * session's: another tab of it, not yet told of the sign-out (the
+   * storage event to come), may write one back after clearUser removed
+   * them, and it is not kept nor read.
+   */
+  signedOut() {
+    try {
+      const at = Number(this.storage?.getItem(this.signedOutKey) ?? 0);
+      return Number.isFinite(at) ? at : 0;
+    } catch {
+      return 0;
+    }
+  }
+
+  /** Whether a session begun at since (0: an entry of a version that did not say) was signed out since. */
+  ofSignedOut(since) {
+    const out = this.signedOut();
+    return out > 0 && since <= out;
   }
 
   /**
@@ -262,6 +313,43 @@ export class UploadTickets {
         })
         .catch(() => resolve(() => {})); // no lock to be had: as without Web Locks
     });
+  }
+
+  /**
+   * Whether a page of this browser holds the upload of file for cid
+   * (claim) now: this one's or another live tab's, which goes on with it
+   * or holds it in its tray unsent. Asked of the browser's lock list
+   * (locks.query), or else by trying the claim and letting it go at once.
+   * Without Web Locks, none is.
+   * @returns {Promise<boolean>}
+   */
+  async claimed(cid, file) {
+    if (!this.locks) return false;
+    const name = this.keyOf(cid, file);
+    if (typeof this.locks.query === 'function') {
+      try {
+        const snapshot = await this.locks.query();
+        return Boolean(snapshot?.held?.some((l) => l.name === name));
+      } catch {
+        // No list to be had: the claim tells.
+      }
+    }
+    const release = await this.claim(cid, file);
+    if (!release) return true;
+    release();
+    return false;
+  }
+
+  /**
+   * Forgets the upload of file for cid unless another page claims it now
+   * (it goes on with it there): resolves to whether it was forgotten.
+   */
+  async forgetUnclaimed(cid, file) {
+    const release = await this.claim(cid, file);
+    if (!release) return false;
+    this.forget(cid, file);
+    release();
+    return true;
   }
 
   /** Where the upload of file for cid is kept: a key of its own (see UploadTickets). */
@@ -302,7 +390,17 @@ export class UploadTickets {
     } catch {
       // Unreadable (or unavailable): nothing kept.
     }
-    if (e && this.now() - e.at < TICKET_KEEP_MS) return e;
+    if (e && this.now() - e.at < TICKET_KEEP_MS && !this.ofSignedOut(e.since)) {
+      if (e.ticket?.url !== undefined && Date.parse(e.ticket.expiresAt) <= this.now()) {
+        e.ticket = storedTicket(e.ticket, null, this.now());
+        try {
+          this.storage?.setItem(k, JSON.stringify(e));
+        } catch {
+          // Unavailable: read again next time.
+        }
+      }
+      return e;
+    }
     if (raw !== null) this.remove(k);
     return null;
   }
@@ -319,11 +417,13 @@ export class UploadTickets {
    */
   keep(cid, file, ticket, ticketKey) {
     if (!ticket && !ticketKey) return this.forget(cid, file);
+    // This page's session was signed out (in another tab): nothing more is its to keep.
+    if (this.ofSignedOut(this.since)) return;
     const f = fingerprint(file);
     const was = this.find(cid, f);
     // A new key is a new upload: its time starts anew.
     const at = was && was.ticketKey === ticketKey ? was.at : this.now();
-    const e = { cid, file: f, ticket: ticket ? { ...ticket } : null, ticketKey: ticketKey ?? null, at };
+    const e = { cid, file: f, ticket: storedTicket(ticket, ticketKey, this.now()), ticketKey: ticketKey ?? null, at, since: this.since };
     try {
       this.storage?.setItem(this.keyOf(cid, f), JSON.stringify(e));
     } catch {
@@ -345,8 +445,17 @@ export class UploadTickets {
     }
   }
 
-  /** Signing out: user userId's tickets do not stay in the browser for the next person. */
-  static clearUser(userId, storage = globalThis.localStorage ?? null) {
+  /**
+   * Signing out: user userId's tickets do not stay in the browser for the
+   * next person, nor those another tab of the session writes back before
+   * it is told (signedOut).
+   */
+  static clearUser(userId, storage = globalThis.localStorage ?? null, now = Date.now()) {
+    try {
+      storage?.setItem(SIGNED_OUT_PREFIX + userId, String(now));
+    } catch {
+      // Unavailable: nothing is kept either.
+    }
     const mine = TICKETS_PREFIX + userId;
     forgetKeys(storage, (k) => k === mine || k.startsWith(`${mine}/`));
   }
@@ -565,8 +674,10 @@ export class Uploader {
           kept();
         }
       }
-      if (!t || expiring(t)) {
-        if (t) handle.ticketKey = null; // expiring: a new ticket, a new key
+      // A ticket kept without its URL (UploadTickets) is asked again
+      // with its key: the same upload, its URL given again.
+      if (!t || expiring(t) || !t.url) {
+        if (t && (expiring(t) || !handle.ticketKey)) handle.ticketKey = null; // expiring: a new ticket, a new key
         handle.ticket = null;
         handle.ticketKey ??= uuid4();
         kept();

@@ -288,3 +288,52 @@ function memoryStorage() {
     key: (i) => [...m.keys()][i] ?? null,
   };
 }
+
+test('a session stopped for good, every client id refused, leaves none of them for the next page to claim: its first CONNECT after a reload is not refused', async () => {
+  const srv = await startServer();
+  const storage = memoryStorage();
+  const held = new Set();
+  const locks = {
+    request: async (name, opts, cb) => {
+      if (held.has(name)) return cb(null);
+      held.add(name);
+      try {
+        return await cb({ name });
+      } finally {
+        held.delete(name);
+      }
+    },
+  };
+  globalThis.localStorage = storage;
+  Object.defineProperty(globalThis, 'navigator', { value: { locks }, configurable: true, writable: true });
+  const { claimClientId, forgetClientId, releaseClientId } = await import('../src/auth.js');
+  // As main.js renews a refused id, the server refusing every one.
+  const renew = async (refused) => {
+    forgetClientId(refused);
+    const id = await claimClientId(1, { fresh: true });
+    srv.refused.add(id);
+    releaseClientId(refused);
+    return id;
+  };
+  const first = await claimClientId(1);
+  srv.refused.add(first);
+  const s = new MqttSession({ userId: 1, token: 't', clientId: first, url: srv.url, renewClientId: renew, forgetClientId });
+  let stopped = false;
+  s.addEventListener('refused', () => (stopped = true));
+  s.addEventListener('error', () => {});
+  try {
+    s.connect();
+    await until(() => stopped, 'the session stops', 15000);
+    const last = s.clientId;
+    // The page reloads: its locks go.
+    releaseClientId(last);
+    await until(() => held.size === 0, 'the locks released');
+    const next = await claimClientId(1);
+    assert.ok(!srv.refused.has(next), `the reloaded page claims ${next}, refused before (last: ${last})`);
+  } finally {
+    s.close();
+    await srv.close();
+    delete globalThis.localStorage;
+    delete globalThis.navigator;
+  }
+});

@@ -427,6 +427,32 @@ test("a hidden tab does not alert while another tab of the user's at this browse
   }
 });
 
+test("a tab on screen whose connection the server refused for good (every client id) no longer keeps the user's hidden tabs from alerting: it gets no messages to show", async () => {
+  const page = hiddenPage();
+  navigator.locks = memoryLocks();
+  try {
+    const group = unreadGroup(5);
+    const hidden = globalThis.document;
+    const other = Object.assign(new EventTarget(), { visibilityState: 'visible' });
+    globalThis.document = other;
+    const otherSession = new EventTarget();
+    notifyWhileHidden(otherSession, { conv: () => group }, ME);
+    globalThis.document = hidden;
+    const { deliver } = notifying({ conv: () => group });
+    deliver(1, 'read there');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), []);
+    // The tab on screen stops for good (MqttSession.stopRefused), and stays on screen.
+    otherSession.dispatchEvent(new CustomEvent('status', { detail: 'refused' }));
+    otherSession.dispatchEvent(new CustomEvent('refused', { detail: new Error('refused') }));
+    deliver(2, 'not connected there');
+    await settle();
+    assert.deepEqual(page.shown.map((n) => n.body), ['not connected there'], 'the hidden tab stayed silent for a tab on screen that gets no messages');
+  } finally {
+    page.undo();
+  }
+});
+
 test('a page whose clock is minutes off chatd\'s still notifies live messages, and not hours-old ones', async () => {
   const page = hiddenPage();
   try {

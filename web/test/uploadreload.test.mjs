@@ -78,6 +78,14 @@ function tabbedStorage() {
   return { tab, flush };
 }
 
+/**
+ * The ticket requests of c that made an upload, charged against the day's
+ * bytes: the first with each Idempotency-Key. One asked again with its key
+ * (a kept ticket's URL is not kept) is answered that upload, charged
+ * nothing.
+ */
+const uploadsMade = (c) => c.tickets.filter((t, i) => c.tickets.findIndex((x) => x.key === t.key) === i);
+
 const hex = (b) => [...new Uint8Array(b)].map((x) => x.toString(16).padStart(2, '0')).join('');
 
 const settle = async () => {
@@ -195,6 +203,9 @@ function browserLocks() {
           held.delete(name);
         }
       },
+      async query() {
+        return { held: [...held].map((name) => ({ name, mode: 'exclusive' })), pending: [] };
+      },
     };
     return { locks, gone };
   };
@@ -244,7 +255,7 @@ test('a page reloaded in the middle of a PUT PUTs the file picked again to the s
     const after = page(c, storage);
     after.tray.add([minutes()]);
     const it = await itemOnce(after, 'done');
-    assert.equal(c.tickets.length, 1, `a second ticket was asked for, charged again against the day's bytes: ${JSON.stringify(c.tickets.map((t) => t.key))}`);
+    assert.equal(uploadsMade(c).length, 1, `a second ticket was asked for, charged again against the day's bytes: ${JSON.stringify(c.tickets.map((t) => t.key))}`);
     assert.deepEqual(c.puts, ['/v1/uploads/u1', '/v1/uploads/u1']);
     assert.deepEqual(after.tray.take().map((a) => a.id), ['u1']);
   });
@@ -328,8 +339,8 @@ test('after a reload the tray shows the unfinished uploads of the conversation, 
     const again = page(c, storage);
     again.tray.add([other]);
     await itemOnce(again, 'done');
-    assert.deepEqual(c.tickets.map((t) => t.body.name), ['minutes.txt', 'plan.pdf', 'plan.pdf']);
-    assert.notEqual(c.tickets[2].key, c.tickets[1].key);
+    assert.deepEqual(uploadsMade(c).map((t) => t.body.name), ['minutes.txt', 'plan.pdf', 'plan.pdf']);
+    assert.notEqual(uploadsMade(c)[2].key, uploadsMade(c)[1].key);
   });
 });
 
@@ -451,7 +462,7 @@ test('switching conversations keeps the uploads the tray stops; coming back show
     tray.add([minutes()]);
     for (let i = 0; i < 50 && tray.el.findAll('tray-item')[0]?.dataset.status !== 'done'; i++) await settle();
     assert.equal(tray.el.findAll('tray-item')[0]?.dataset.status, 'done');
-    assert.equal(c.tickets.length, 1);
+    assert.equal(uploadsMade(c).length, 1);
   });
 });
 
@@ -482,7 +493,7 @@ test("two tabs of the user picking the same file for the conversation make an up
       const again = page(c, storage, { locks: tab().locks });
       again.tray.add([minutes()]);
       await itemOnce(again, 'done');
-      assert.equal(c.tickets.length, 2, `first tab ${first}: the upload of the tab that went was not resumed`);
+      assert.equal(uploadsMade(c).length, 2, `first tab ${first}: the upload of the tab that went was not resumed`);
       assert.deepEqual(again.tray.take().map((x) => x.id), ['u1']);
     });
   }
@@ -541,7 +552,7 @@ test("two tabs of the user keeping uploads at the same moment keep both: one tab
       after.items().map((it) => it.dataset.status),
       ['done', 'done'],
     );
-    assert.equal(c.tickets.length, 2, 'an upload was asked for again, charged again');
+    assert.equal(uploadsMade(c).length, 2, 'an upload was asked for again, charged again');
   });
 });
 
@@ -569,4 +580,125 @@ test('a file picked again with the name, size, type and modification time of a k
       });
     }
   }
+});
+
+test("a tab does not show, nor forget, an upload another live tab of the user holds: it is that tab's, going on or waiting to be sent there", async () => {
+  const c = fakeChatd();
+  const storage = memoryStorage();
+  const tab = browserLocks();
+  await withBrowser(c, async () => {
+    c.script.push('hang');
+    const a = page(c, storage, { locks: tab().locks });
+    a.tray.add([minutes()]);
+    await settle();
+    assert.equal(c.puts.length, 1);
+    // The user's other tab opens the conversation while the first still uploads the file.
+    const b = page(c, storage, { locks: tab().locks });
+    await b.tray.restore();
+    assert.equal(b.waiting().length, 0, "the other tab's upload is shown as not sent, to pick again");
+    // A tab that showed a kept upload before another tab took it up (its file picked there).
+    const gone = tab();
+    const d = page(c, storage, { locks: gone.locks });
+    const e = page(c, storage, { locks: tab().locks });
+    a.tray.clear(); // a stops (another conversation): the upload is kept, claimed by no one
+    await settle();
+    await e.tray.restore();
+    assert.equal(e.waiting().length, 1);
+    c.script.push('hang');
+    d.tray.add([minutes()]);
+    await settle();
+    e.waiting()[0].find('tray-waiting-remove').dispatch('click');
+    await settle();
+    assert.equal(e.waiting().length, 0);
+    assert.notEqual(storage.getItem(keptAt(CONV, minutes())), null, "a tab's Forget deleted the upload another tab goes on with");
+    // That tab gone, the upload is shown again, and Forget forgets it.
+    gone.gone();
+    await settle();
+    const f = page(c, storage, { locks: tab().locks });
+    await f.tray.restore();
+    assert.equal(f.waiting().length, 1);
+    f.waiting()[0].find('tray-waiting-remove').dispatch('click');
+    await settle();
+    assert.equal(storage.getItem(keptAt(CONV, minutes())), null, 'Forget kept the upload no tab holds');
+  });
+});
+
+test("a kept ticket's upload URL (an object store's presigned one: leave to write into the bucket) is not kept in the browser's storage while its key asks for it again: the file picked after a reload gets it again with the same key, the same upload charged once", async () => {
+  for (const objectStore of [false, true]) {
+    const c = fakeChatd({ objectStore });
+    const storage = memoryStorage();
+    await withBrowser(c, async () => {
+      c.script.push('hang');
+      page(c, storage).tray.add([minutes()]);
+      await settle();
+      assert.equal(c.puts.length, 1);
+      const kept = JSON.parse(storage.getItem(keptAt(CONV, minutes())));
+      assert.equal(kept.ticket?.uploadId, 'u1');
+      for (const f of ['url', 'method', 'headers']) assert.equal(kept.ticket[f], undefined, `${objectStore ? 'object store' : 'chatd'}: the ticket's ${f} is kept: ${JSON.stringify(kept.ticket)}`);
+      const after = page(c, storage);
+      after.tray.add([minutes()]);
+      await itemOnce(after, 'done');
+      assert.deepEqual(c.tickets.map((t) => t.key), [kept.ticketKey, kept.ticketKey], 'the ticket was not asked again with its key');
+      assert.equal(c.keys.size, 1, 'a second upload was made, charged again');
+      assert.deepEqual(c.puts, [c.keys.get(kept.ticketKey).url, c.keys.get(kept.ticketKey).url]);
+      assert.deepEqual(after.tray.take().map((a) => a.id), ['u1']);
+    });
+  }
+});
+
+test('a ticket kept without a key to ask for it again keeps its URL until its expiresAt only', () => {
+  const file = minutes();
+  for (const [validMs, urlKept] of [
+    [60000, true],
+    [-1000, false],
+  ]) {
+    const storage = memoryStorage();
+    const ticket = { uploadId: 'u1', url: 'https://store.example/u1?sig=x', method: 'PUT', headers: { 'Content-Type': 'text/plain' }, expiresAt: new Date(Date.now() + validMs).toISOString(), completeUrl: '/v1/uploads/u1/complete', sent: true };
+    storage.setItem(keptAt(CONV, file), JSON.stringify({ cid: CONV, file, ticket, ticketKey: null, at: Date.now() }));
+    const [e] = new uploads.UploadTickets(ME, storage).list();
+    assert.equal(e?.ticket?.uploadId, 'u1', 'the upload was forgotten');
+    assert.equal(e.ticket.completeUrl, '/v1/uploads/u1/complete');
+    assert.equal(e.ticket.sent, true);
+    const stored = JSON.parse(storage.getItem(keptAt(CONV, file))).ticket;
+    assert.equal(stored.url !== undefined, urlKept, `valid for ${validMs} ms: the URL ${urlKept ? 'went' : 'stayed in storage'}`);
+    assert.equal(e.ticket.url !== undefined, urlKept);
+  }
+});
+
+test("signing out forgets the user's kept uploads, those another tab of the user writes back at that moment too: after the sign-out no page of the user's signed-out session keeps one", async () => {
+  const c = fakeChatd();
+  const browser = tabbedStorage();
+  await withBrowser(c, async () => {
+    c.script.push('hang', 'hang');
+    const plan = { name: 'plan.pdf', type: 'application/pdf', size: 900, lastModified: 1765000000001 };
+    // The user's other tab, uploading.
+    const other = page(c, browser.tab());
+    other.tray.add([minutes()]);
+    await settle();
+    browser.flush();
+    // Signed out in this tab; the other tab, not yet told (its storage
+    // event still to come), writes where its uploads stand.
+    await new Promise((r) => setTimeout(r, 5));
+    const here = browser.tab();
+    uploads.UploadTickets.clearUser(ME, here);
+    other.tray.add([plan]);
+    await settle();
+    browser.flush();
+    // The user (or the next person as the same user) signs in again.
+    await new Promise((r) => setTimeout(r, 5));
+    const after = page(c, browser.tab());
+    assert.deepEqual(
+      after.up.tickets.list().map((e) => e.file.name),
+      [],
+      "an upload of the signed-out session's other tab stayed in the browser",
+    );
+    await after.tray.restore();
+    assert.equal(after.waiting().length, 0);
+    // What this signed-in page keeps, it keeps.
+    c.script.push('hang');
+    after.tray.add([minutes()]);
+    await settle();
+    browser.flush();
+    assert.deepEqual(page(c, browser.tab()).up.tickets.list().map((e) => e.file.name), ['minutes.txt']);
+  });
 });

@@ -147,7 +147,7 @@ export function openLightbox(a, cache, onClose = () => {}) {
  * meanwhile) are shown by restore(), each saying to pick the file again,
  * with a Remove that forgets it. A kept upload another tab holds
  * (UploadTickets.claim) is not taken: the file is uploaded anew, and not
- * kept. Remove, a refusal for good and a send
+ * kept; nor is it shown, nor forgotten by a Remove here. Remove, a refusal for good and a send
  * (take) forget an upload; clear() (another conversation, signing out)
  * stops the uploads and keeps them.
  * @param {import('../uploads.js').Uploader} uploader
@@ -160,6 +160,8 @@ export function createTray(uploader, convId, onChange) {
   const kept = uploader.tickets ?? null;
   /** @type {{cid:number, file:any, el:HTMLElement}[]} uploads kept from before, waiting for their file */
   let waiting = [];
+  // restore()s begun, so that one answered after a clear() shows nothing.
+  let restores = 0;
 
   function render() {
     el.hidden = items.length === 0 && waiting.length === 0;
@@ -272,13 +274,34 @@ export function createTray(uploader, convId, onChange) {
 
   /**
    * Shows the kept uploads of the conversation the tray holds no file of:
-   * the page that had the file is gone, and picking it again resumes.
+   * the page that had the file is gone, and picking it again resumes. An
+   * upload another live page of the browser claims (UploadTickets.claim:
+   * going on there, or in its tray unsent) is that page's, and not shown.
+   * Resolves once they are shown.
    */
   function restore() {
     const cid = convId();
-    if (!kept || !cid) return;
-    for (const e of kept.list()) {
-      if (e.cid !== cid || waiting.some((w) => w.cid === cid && sameFile(w.file, e.file)) || items.some((x) => x.cid === cid && sameFile(x.file, e.file))) continue;
+    if (!kept || !cid) return Promise.resolve();
+    const shows = (e) => e.cid === cid && !waiting.some((w) => w.cid === cid && sameFile(w.file, e.file)) && !items.some((x) => x.cid === cid && sameFile(x.file, e.file));
+    const entries = kept.list().filter(shows);
+    if (!kept.locks) {
+      show(cid, entries);
+      return Promise.resolve();
+    }
+    const at = ++restores;
+    return Promise.all(entries.map((e) => kept.claimed(cid, e.file))).then((claimed) => {
+      // Cleared (another conversation, signing out) or restored again meanwhile.
+      if (at !== restores || convId() !== cid) return;
+      show(
+        cid,
+        entries.filter((e, i) => !claimed[i] && shows(e)),
+      );
+    });
+  }
+
+  /** Shows entries of conversation cid as waiting for their file. */
+  function show(cid, entries) {
+    for (const e of entries) {
       const w = { cid, file: e.file, el: null };
       w.el = h(
         'div',
@@ -299,8 +322,9 @@ export function createTray(uploader, convId, onChange) {
             'data-testid': 'tray-waiting-remove',
             onclick: () => {
               unwait(w);
-              kept.forget(cid, e.file);
               render();
+              // Taken up since by another tab (its file picked there): that tab's to forget.
+              kept.forgetUnclaimed(cid, e.file);
             },
           },
           icon('close'),
@@ -337,6 +361,7 @@ export function createTray(uploader, convId, onChange) {
     clear() {
       for (const it of [...items]) drop(it);
       for (const w of [...waiting]) unwait(w);
+      restores++;
       render();
     },
   };
