@@ -664,12 +664,40 @@ func (p *Pusher) markStarted(ctx context.Context, j *job) (bool, error) {
 	return tag.RowsAffected() == 1, nil
 }
 
+// recheckTries is how many times recheck runs recheckSQL while it fails.
+const recheckTries = 3
+
 // recheck reads claimed job j again (recheckSQL): nil when the claim is
 // over (its lease ran out: the job is another claim's, or will be).
+//
+// A failure, its answer lost with the connection, may hide a renewal
+// PostgreSQL committed: left at that, the job would wait out its whole
+// lease unsent (and a retry, a remove or an update be charged an attempt
+// for the claim after it). recheckSQL is run again instead, a few times
+// within recheck's 10 s: while the claim holds the job (claims, and a
+// lease not over) it renews the lease and reads the job as the lost run
+// would have, so it answers what that did, also when it never committed;
+// once the claim is over it answers no row either way. Asking PostgreSQL
+// by the transaction's id (pg_xact_status, as inTx does) would need an
+// explicit transaction, BEGIN and COMMIT, for every recheck.
 func (p *Pusher) recheck(ctx context.Context, j *job) (*job, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	jobs, err := p.readJobs(ctx, p.cfg.Pool, recheckSQL, j.id, j.claims, p.lease().Seconds(), p.cfg.MaxAge.Seconds())
+	var (
+		jobs []*job
+		err  error
+	)
+	for try, pause := 0, 50*time.Millisecond; ; try, pause = try+1, 2*pause {
+		jobs, err = p.readJobs(ctx, p.cfg.Pool, recheckSQL, j.id, j.claims, p.lease().Seconds(), p.cfg.MaxAge.Seconds())
+		if err == nil || try+1 == recheckTries || ctx.Err() != nil {
+			break
+		}
+		p.log.Info("push: reading a queued push again failed; asking again", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+	}
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
