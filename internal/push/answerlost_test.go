@@ -1,6 +1,7 @@
 package push_test
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"testing"
@@ -209,5 +210,45 @@ func TestAPushWhoseClaimsLostTheirAnswersIsChargedOnlyItsSends(t *testing.T) {
 	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
 	if n := r.count(`SELECT attempts FROM push_job WHERE user_id = 2`); n != 2 {
 		t.Errorf("bob's push took %d attempts, want 2\njobs:\n%s", n, dumpJobs(r))
+	}
+}
+
+// TestAPushWhoseOutcomesConnectionDiedIsNotSentAgain: bob's push service
+// answers 410 (his device is gone), and the connection writing that
+// outcome dies before its transaction commits, its answer lost. The
+// outcome is written again on another connection: the device is deleted
+// and the push done at once, not left claimed until its lease (11 s
+// here) runs out and the claim after it sends it again to the device
+// that was gone.
+func TestAPushWhoseOutcomesConnectionDiedIsNotSentAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRig(t)
+	r.start(nil)
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	// The test holds bob's device: the outcome's transaction, deleting
+	// it, waits, and the claim, reading it, does not.
+	hold, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Rollback(context.Background()) })
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM push_device WHERE user_id = 2 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	r.ep.Script("bob", http.StatusGone)
+	r.send(conv, 1, "hi bob")
+	testkit.WaitFor(t, 10*time.Second, "the outcome's transaction waiting for bob's device", func() bool { return pgtest.LockWaiters(t, r.pool) == 1 })
+	if n := r.count(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`); n != 1 {
+		t.Fatalf("%d connections ended, want the outcome's", n)
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_device WHERE user_id = 2`)
+	if got := len(r.ep.Pushes()); got != 1 {
+		t.Errorf("%d requests to bob's push service, want 1: %s", got, describe(r.ep.Pushes()))
 	}
 }

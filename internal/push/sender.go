@@ -911,6 +911,10 @@ func (o outcome) String() string {
 	}
 }
 
+// resultTries is how many times writeResults writes a batch that did not
+// commit.
+const resultTries = 3
+
 // writeResults records outcomes in batches (one transaction each), so a
 // busy node writes back many pushes per round trip. Outcomes not yet
 // written when a node dies are sent again after the lease: at most once
@@ -924,9 +928,30 @@ func (p *Pusher) writeResults(in <-chan result) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := p.applyResults(ctx, batch); err != nil {
-			p.m.errors.WithLabelValues("db").Inc()
-			p.log.Warn("push: recording push outcomes failed; their leases expire and they are sent again", "pushes", len(batch), "err", err)
+		// A batch that did not commit (its connection died with its
+		// answer, a COMMIT PostgreSQL says it aborted) is written
+		// again: left unwritten, its pushes would wait out their leases
+		// and go again (a notification twice, a push to a device that
+		// was gone). Its statements are written only while each claim
+		// holds its push, so a batch written late changes no later
+		// claim. One that may have committed (PostgreSQL could not
+		// tell) is not: written twice, a hand-back or a cancelled
+		// send would give back two attempts.
+		for try, pause := 1, 50*time.Millisecond; ; try, pause = try+1, 2*pause {
+			err := p.applyResults(ctx, batch)
+			if err == nil {
+				break
+			}
+			if errors.Is(err, errMayHaveCommitted) || try == resultTries || ctx.Err() != nil {
+				p.m.errors.WithLabelValues("db").Inc()
+				p.log.Warn("push: recording push outcomes failed; their leases expire and they are sent again", "pushes", len(batch), "err", err)
+				break
+			}
+			p.log.Info("push: recording push outcomes failed; writing them again", "pushes", len(batch), "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
+			}
 		}
 		batch = batch[:0]
 	}
