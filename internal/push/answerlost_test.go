@@ -252,3 +252,50 @@ func TestAPushWhoseOutcomesConnectionDiedIsNotSentAgain(t *testing.T) {
 		t.Errorf("%d requests to bob's push service, want 1: %s", got, describe(r.ep.Pushes()))
 	}
 }
+
+// TestAQueuedPushWhoseRechecksAllLostTheirAnswersIsHandedBack: as in
+// TestAQueuedPushWhoseRecheckLostItsAnswerIsSentWithoutWaitingOutItsLease,
+// but every re-read of bob's push loses its answer (3). Only
+// the worker knows nothing of the claim went out: it hands the push
+// back, and it is claimed and sent again at once, not when its lease
+// (14 s here) has run out, and counts one attempt.
+func TestAQueuedPushWhoseRechecksAllLostTheirAnswersIsHandedBack(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	proxy := pgtest.NewAnswerLosing(t, r.pool)
+	r.start(func(c *push.Config) {
+		c.Pool, c.Workers, c.Timeout, c.BackoffMin = proxy.Pool, 1, 3*time.Second, time.Minute
+	})
+	r.queuedBehindAHang()
+	const recheck = "first_claim is the claim's to know"
+	lost := make(chan struct{}, 8)
+	var (
+		mu    sync.Mutex
+		times int
+	)
+	var lose func()
+	lose = func() {
+		proxy.LoseAnswer(recheck, func() {
+			lost <- struct{}{}
+			mu.Lock()
+			defer mu.Unlock()
+			if times++; times < 3 {
+				lose()
+			}
+		})
+	}
+	lose()
+	for i := range 3 {
+		select {
+		case <-lost:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("the answer of re-read %d was not lost\njobs:\n%s", i+1, dumpJobs(r))
+		}
+	}
+	r.waitPushes("bob", 1, 6*time.Second)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	if n := r.count(`SELECT attempts FROM push_job WHERE user_id = 2`); n != 1 {
+		t.Errorf("bob's push took %d attempts, want 1\njobs:\n%s", n, dumpJobs(r))
+	}
+	r.quiet("bob", 1, 300*time.Millisecond)
+}

@@ -327,7 +327,8 @@
 // lease; one statement, no transaction id to ask about) whose answer was
 // lost is run again, up to 3 times: while the claim holds the push it
 // answers what the lost run did, so the push goes at once, not after its
-// lease. A result batch that did not commit (its connection died before
+// lease; 3 failing, the worker, which alone knows nothing went out,
+// hands the claim back, as a stopping node does. A result batch that did not commit (its connection died before
 // the COMMIT, or PostgreSQL says it aborted) is written again, up to 3
 // times: left unwritten, its pushes would be sent again after their
 // lease. One that may have committed (PostgreSQL cannot tell,

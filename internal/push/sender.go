@@ -380,11 +380,20 @@ func (p *Pusher) send(ctx context.Context) {
 						results <- handBack(j)
 						continue
 					}
-					if err != nil || fresh == nil {
-						if err != nil {
-							p.m.errors.WithLabelValues("db").Inc()
-							p.log.Warn("push: reading a queued push again failed; it is sent when its lease ends", "err", err)
-						}
+					if err != nil {
+						// Read again and again in vain (recheck): only
+						// this worker knows that nothing of the claim
+						// went out, so it hands it back, as a stopping
+						// node does (written only while the claim holds
+						// it): left to wait out its lease, a retry, a
+						// remove or an update would be charged an
+						// attempt for the claim after it.
+						p.m.errors.WithLabelValues("db").Inc()
+						p.log.Warn("push: reading a queued push again failed; it is handed back unsent", "err", err)
+						results <- handBack(j)
+						continue
+					}
+					if fresh == nil {
 						results <- result{id: j.id, lost: true}
 						continue
 					}
