@@ -1,6 +1,7 @@
 package push_test
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"testing"
@@ -139,5 +140,162 @@ func TestAPushWhoseClaimLostItsAnswerIsSentWithoutWaitingOutItsLease(t *testing.
 		t.Errorf("bob's push = %+v, want the notification of %d", got[0], seq)
 	}
 	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	r.quiet("bob", 1, 300*time.Millisecond)
+}
+
+// TestAQueuedPushWhoseRecheckLostItsAnswerIsSentWithoutWaitingOutItsLease:
+// bob's push waited in the queue (the one worker held by a push service
+// that hangs), and its worker read it again and renewed its lease
+// (recheckSQL); PostgreSQL committed that, but the answer was lost with
+// the connection. The worker asks again, finds the claim still its own,
+// and sends the push at once, not when its lease (14 s here) has run
+// out and the next claim takes it back.
+func TestAQueuedPushWhoseRecheckLostItsAnswerIsSentWithoutWaitingOutItsLease(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	proxy := pgtest.NewAnswerLosing(t, r.pool)
+	// The hanging push's retry is not due while the test runs.
+	r.start(func(c *push.Config) {
+		c.Pool, c.Workers, c.Timeout, c.BackoffMin = proxy.Pool, 1, 3*time.Second, time.Minute
+	})
+	r.queuedBehindAHang()
+	cut := proxy.LoseAnswer("first_claim is the claim's to know", nil)
+	select {
+	case <-cut:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the recheck's answer was not lost\njobs:\n%s", dumpJobs(r))
+	}
+	r.waitPushes("bob", 1, 6*time.Second)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	if n := r.count(`SELECT attempts FROM push_job WHERE user_id = 2`); n != 1 {
+		t.Errorf("bob's push took %d attempts, want 1\njobs:\n%s", n, dumpJobs(r))
+	}
+	r.quiet("bob", 1, 300*time.Millisecond)
+}
+
+// TestAPushWhoseClaimsLostTheirAnswersIsChargedOnlyItsSends: bob's push
+// service answers the first send with a retry, and both claims of his
+// push (the first, and the retry's) commit with their answers lost. A
+// lost answer is chatd's trouble, not the device's: each claim sent, and
+// is the one attempt it counts, so with MaxAttempts 2 the retry still
+// goes (not dropped as gave_up), and the push ends with 2 attempts.
+func TestAPushWhoseClaimsLostTheirAnswersIsChargedOnlyItsSends(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	proxy := pgtest.NewAnswerLosing(t, r.pool)
+	const claim = "unsent_claim = CASE WHEN p.state = 'pending'"
+	cut := proxy.LoseAnswer(claim, nil)
+	r.start(func(c *push.Config) {
+		c.Pool, c.MaxAttempts, c.BackoffMin, c.BackoffMax = proxy.Pool, 2, 500*time.Millisecond, 500*time.Millisecond
+	})
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.ep.Script("bob", http.StatusServiceUnavailable)
+	seq := r.send(conv, 1, "hi bob")
+	select {
+	case <-cut:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the first claim's answer was not lost\njobs:\n%s", dumpJobs(r))
+	}
+	cut = proxy.LoseAnswer(claim, nil)
+	r.waitRequests(1, 5*time.Second, "bob's first send")
+	select {
+	case <-cut:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the retry's claim's answer was not lost\njobs:\n%s", dumpJobs(r))
+	}
+	if got := r.waitPushes("bob", 1, 5*time.Second); got[0].Seq != seq {
+		t.Errorf("bob's push = %+v, want the notification of %d", got[0], seq)
+	}
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	if n := r.count(`SELECT attempts FROM push_job WHERE user_id = 2`); n != 2 {
+		t.Errorf("bob's push took %d attempts, want 2\njobs:\n%s", n, dumpJobs(r))
+	}
+}
+
+// TestAPushWhoseOutcomesConnectionDiedIsNotSentAgain: bob's push service
+// answers 410 (his device is gone), and the connection writing that
+// outcome dies before its transaction commits, its answer lost. The
+// outcome is written again on another connection: the device is deleted
+// and the push done at once, not left claimed until its lease (11 s
+// here) runs out and the claim after it sends it again to the device
+// that was gone.
+func TestAPushWhoseOutcomesConnectionDiedIsNotSentAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRig(t)
+	r.start(nil)
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	// The test holds bob's device: the outcome's transaction, deleting
+	// it, waits, and the claim, reading it, does not.
+	hold, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Rollback(context.Background()) })
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM push_device WHERE user_id = 2 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	r.ep.Script("bob", http.StatusGone)
+	r.send(conv, 1, "hi bob")
+	testkit.WaitFor(t, 10*time.Second, "the outcome's transaction waiting for bob's device", func() bool { return pgtest.LockWaiters(t, r.pool) == 1 })
+	if n := r.count(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`); n != 1 {
+		t.Fatalf("%d connections ended, want the outcome's", n)
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_device WHERE user_id = 2`)
+	if got := len(r.ep.Pushes()); got != 1 {
+		t.Errorf("%d requests to bob's push service, want 1: %s", got, describe(r.ep.Pushes()))
+	}
+}
+
+// TestAQueuedPushWhoseRechecksAllLostTheirAnswersIsHandedBack: as in
+// TestAQueuedPushWhoseRecheckLostItsAnswerIsSentWithoutWaitingOutItsLease,
+// but every re-read of bob's push loses its answer (3). Only
+// the worker knows nothing of the claim went out: it hands the push
+// back, and it is claimed and sent again at once, not when its lease
+// (14 s here) has run out, and counts one attempt.
+func TestAQueuedPushWhoseRechecksAllLostTheirAnswersIsHandedBack(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	proxy := pgtest.NewAnswerLosing(t, r.pool)
+	r.start(func(c *push.Config) {
+		c.Pool, c.Workers, c.Timeout, c.BackoffMin = proxy.Pool, 1, 3*time.Second, time.Minute
+	})
+	r.queuedBehindAHang()
+	const recheck = "first_claim is the claim's to know"
+	lost := make(chan struct{}, 8)
+	var (
+		mu    sync.Mutex
+		times int
+	)
+	var lose func()
+	lose = func() {
+		proxy.LoseAnswer(recheck, func() {
+			lost <- struct{}{}
+			mu.Lock()
+			defer mu.Unlock()
+			if times++; times < 3 {
+				lose()
+			}
+		})
+	}
+	lose()
+	for i := range 3 {
+		select {
+		case <-lost:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("the answer of re-read %d was not lost\njobs:\n%s", i+1, dumpJobs(r))
+		}
+	}
+	r.waitPushes("bob", 1, 6*time.Second)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	if n := r.count(`SELECT attempts FROM push_job WHERE user_id = 2`); n != 1 {
+		t.Errorf("bob's push took %d attempts, want 1\njobs:\n%s", n, dumpJobs(r))
+	}
 	r.quiet("bob", 1, 300*time.Millisecond)
 }

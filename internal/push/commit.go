@@ -2,6 +2,7 @@ package push
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -26,9 +27,10 @@ type beginner interface {
 // asked what became of the transaction (pgerr.Committed), and inTx answers
 // nil when it committed. So its caller counts what it did (the metrics
 // after commit) and uses what it read exactly when it happened, never
-// twice: the transaction is not run again (pgerr.RetryConflicts runs one
-// again only when PostgreSQL aborted it). When pool cannot tell either,
-// the failure stands, as though nothing committed.
+// twice: inTx does not run it again (pgerr.RetryConflicts runs one again
+// only when PostgreSQL aborted it). When pool cannot tell either, the
+// failure stands, marked errMayHaveCommitted: its caller must not run
+// it again as though nothing committed.
 func inTx(ctx context.Context, db beginner, pool *pgxpool.Pool, fn func(tx pgx.Tx, xid *string) error) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -40,11 +42,24 @@ func inTx(ctx context.Context, db beginner, pool *pgxpool.Pool, fn func(tx pgx.T
 		return err
 	}
 	err = tx.Commit(ctx)
-	if err == nil || xid == "" || pgerr.Conflict(err) {
+	if err == nil || pgerr.Conflict(err) {
 		return err
 	}
-	if cerr := pgerr.Committed(ctx, pool, xid); cerr != nil {
-		return fmt.Errorf("%w (whether it committed: %w)", err, cerr)
+	if xid == "" {
+		return fmt.Errorf("%w (%w)", err, errMayHaveCommitted)
 	}
-	return nil
+	switch cerr := pgerr.Committed(ctx, pool, xid); {
+	case cerr == nil:
+		return nil
+	case errors.Is(cerr, pgerr.ErrNotCommitted):
+		return fmt.Errorf("%w (%w)", err, cerr)
+	default:
+		return fmt.Errorf("%w (whether it committed: %w; %w)", err, cerr, errMayHaveCommitted)
+	}
 }
+
+// errMayHaveCommitted marks an inTx failure after which the transaction
+// may have committed: its COMMIT failed and PostgreSQL could not tell.
+// Any other failure of inTx is one of a transaction that did not commit
+// (fn failed, or PostgreSQL says so), which may be run again as it was.
+var errMayHaveCommitted = errors.New("it may have committed")

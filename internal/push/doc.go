@@ -322,5 +322,20 @@
 // PostgreSQL cannot tell within 5 s (an undercount, never a double
 // count: such a transaction is never run again). A claim found so
 // committed sends the jobs it read at once, instead of leaving them to
-// wait out their lease.
+// wait out their lease, and counts the one attempt each sends, as any
+// claim does. A queued push's re-read (recheckSQL, which renews its
+// lease; one statement, no transaction id to ask about) whose answer was
+// lost is run again, up to 3 times: while the claim holds the push it
+// answers what the lost run did, so the push goes at once, not after its
+// lease; 3 failing, the worker, which alone knows nothing went out,
+// hands the claim back, as a stopping node does. A result batch that did not commit (its connection died before
+// the COMMIT, or PostgreSQL says it aborted) is written again, up to 3
+// times: left unwritten, its pushes would be sent again after their
+// lease. One that may have committed (PostgreSQL cannot tell,
+// errMayHaveCommitted) is not: written twice, a hand-back would give
+// back two attempts; its pushes go again after their lease, as after a
+// crash. A decision whose answer was lost ends the decider's session
+// (the lease's connection): the lease is taken again, by this node or
+// another, once PostgreSQL ended that session (within ~25 s when the
+// network failed), and the decisions after it are that much late.
 package push

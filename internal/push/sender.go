@@ -380,11 +380,20 @@ func (p *Pusher) send(ctx context.Context) {
 						results <- handBack(j)
 						continue
 					}
-					if err != nil || fresh == nil {
-						if err != nil {
-							p.m.errors.WithLabelValues("db").Inc()
-							p.log.Warn("push: reading a queued push again failed; it is sent when its lease ends", "err", err)
-						}
+					if err != nil {
+						// Read again and again in vain (recheck): only
+						// this worker knows that nothing of the claim
+						// went out, so it hands it back, as a stopping
+						// node does (written only while the claim holds
+						// it): left to wait out its lease, a retry, a
+						// remove or an update would be charged an
+						// attempt for the claim after it.
+						p.m.errors.WithLabelValues("db").Inc()
+						p.log.Warn("push: reading a queued push again failed; it is handed back unsent", "err", err)
+						results <- handBack(j)
+						continue
+					}
+					if fresh == nil {
 						results <- result{id: j.id, lost: true}
 						continue
 					}
@@ -664,12 +673,40 @@ func (p *Pusher) markStarted(ctx context.Context, j *job) (bool, error) {
 	return tag.RowsAffected() == 1, nil
 }
 
+// recheckTries is how many times recheck runs recheckSQL while it fails.
+const recheckTries = 3
+
 // recheck reads claimed job j again (recheckSQL): nil when the claim is
 // over (its lease ran out: the job is another claim's, or will be).
+//
+// A failure, its answer lost with the connection, may hide a renewal
+// PostgreSQL committed: left at that, the job would wait out its whole
+// lease unsent (and a retry, a remove or an update be charged an attempt
+// for the claim after it). recheckSQL is run again instead, a few times
+// within recheck's 10 s: while the claim holds the job (claims, and a
+// lease not over) it renews the lease and reads the job as the lost run
+// would have, so it answers what that did, also when it never committed;
+// once the claim is over it answers no row either way. Asking PostgreSQL
+// by the transaction's id (pg_xact_status, as inTx does) would need an
+// explicit transaction, BEGIN and COMMIT, for every recheck.
 func (p *Pusher) recheck(ctx context.Context, j *job) (*job, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	jobs, err := p.readJobs(ctx, p.cfg.Pool, recheckSQL, j.id, j.claims, p.lease().Seconds(), p.cfg.MaxAge.Seconds())
+	var (
+		jobs []*job
+		err  error
+	)
+	for try, pause := 0, 50*time.Millisecond; ; try, pause = try+1, 2*pause {
+		jobs, err = p.readJobs(ctx, p.cfg.Pool, recheckSQL, j.id, j.claims, p.lease().Seconds(), p.cfg.MaxAge.Seconds())
+		if err == nil || try+1 == recheckTries || ctx.Err() != nil {
+			break
+		}
+		p.log.Info("push: reading a queued push again failed; asking again", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+	}
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
@@ -883,6 +920,10 @@ func (o outcome) String() string {
 	}
 }
 
+// resultTries is how many times writeResults writes a batch that did not
+// commit.
+const resultTries = 3
+
 // writeResults records outcomes in batches (one transaction each), so a
 // busy node writes back many pushes per round trip. Outcomes not yet
 // written when a node dies are sent again after the lease: at most once
@@ -896,9 +937,30 @@ func (p *Pusher) writeResults(in <-chan result) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := p.applyResults(ctx, batch); err != nil {
-			p.m.errors.WithLabelValues("db").Inc()
-			p.log.Warn("push: recording push outcomes failed; their leases expire and they are sent again", "pushes", len(batch), "err", err)
+		// A batch that did not commit (its connection died with its
+		// answer, a COMMIT PostgreSQL says it aborted) is written
+		// again: left unwritten, its pushes would wait out their leases
+		// and go again (a notification twice, a push to a device that
+		// was gone). Its statements are written only while each claim
+		// holds its push, so a batch written late changes no later
+		// claim. One that may have committed (PostgreSQL could not
+		// tell) is not: written twice, a hand-back or a cancelled
+		// send would give back two attempts.
+		for try, pause := 1, 50*time.Millisecond; ; try, pause = try+1, 2*pause {
+			err := p.applyResults(ctx, batch)
+			if err == nil {
+				break
+			}
+			if errors.Is(err, errMayHaveCommitted) || try == resultTries || ctx.Err() != nil {
+				p.m.errors.WithLabelValues("db").Inc()
+				p.log.Warn("push: recording push outcomes failed; their leases expire and they are sent again", "pushes", len(batch), "err", err)
+				break
+			}
+			p.log.Info("push: recording push outcomes failed; writing them again", "pushes", len(batch), "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
+			}
 		}
 		batch = batch[:0]
 	}
