@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -18,13 +19,18 @@ import (
 // and a 300 ms idle timeout.
 func serveCapped(t *testing.T, max int, mux http.Handler) (*HTTP, *http.Server, string) {
 	t.Helper()
-	h := NewHTTP(max, nil, nil, nil)
+	return serveCappedIdle(t, NewHTTP(max, nil, nil, nil), 300*time.Millisecond, mux)
+}
+
+// serveCappedIdle is serveCapped with h and an idle timeout of idle.
+func serveCappedIdle(t *testing.T, h *HTTP, idle time.Duration, mux http.Handler) (*HTTP, *http.Server, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: h.Handler(mux), ConnState: h.ConnState, ConnContext: h.ConnContext,
-		IdleTimeout: 300 * time.Millisecond, ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+		IdleTimeout: idle, ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	go func() { _ = srv.Serve(h.Listener(ln)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return h, srv, ln.Addr().String()
@@ -171,4 +177,63 @@ func TestAnAnswerNetHTTPWritesForAHandlerThatWroteNothingSaysConnectionClose(t *
 		t.Fatal("the connection was kept after its answer")
 	}
 	waitConns(t, h, ip, max, max)
+}
+
+// An idle connection on which a next request began to arrive is passed
+// over as room is made only while that request may still be on its way
+// (arrivingGrace, 10 s): a peer that sends one to three bytes on its idle
+// connections (net/http waits for four under the idle timeout, 120 s in
+// chatd, before its header timeout starts) would otherwise hold them
+// unclosable for the whole idle timeout, and with them at the cap every
+// new connection of its address refused, where a silent new connection
+// holds its slot only for the header timeout. Past the grace the
+// connection is closed to make room like any idle one.
+func TestAnIdleConnectionWhoseRequestStopsArrivingIsClosedToMakeRoomAfterTheGrace(t *testing.T) {
+	const ip = "127.0.0.42"
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	h := NewHTTP(1, nil, nil, nil)
+	var ahead atomic.Int64 // the cap's clock, moved on by the test
+	h.now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	h, _, addr := serveCappedIdle(t, h, 30*time.Second, mux)
+
+	get := func(c net.Conn) int {
+		t.Helper()
+		fmt.Fprintf(c, "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("GET /ok: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	trickler := dialFrom(t, ip, addr)
+	get(trickler)
+	waitConns(t, h, ip, 1, 1)
+	// One byte of a "next request", and no more: net/http waits for four.
+	if _, err := io.WriteString(trickler, "G"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h.Arriving(netip.MustParseAddr(ip)) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the byte sent on the idle connection was not seen arriving within 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !closedBy(dialFrom(t, ip, addr), 2*time.Second) {
+		t.Fatal("a new connection was let in while the idle one's request may still be arriving: want it refused within the grace")
+	}
+	waitConns(t, h, ip, 1, 1)
+
+	// The grace past, the request arriving no further.
+	ahead.Store(int64(arrivingGrace + time.Second))
+	newer := dialFrom(t, ip, addr)
+	if !closedBy(trickler, 2*time.Second) {
+		t.Fatal("an idle connection whose next request stopped arriving one byte in was not closed to make room after the grace: a peer trickling a byte on its idle connections keeps its address's new connections out for the whole idle timeout")
+	}
+	if code := get(newer); code != http.StatusOK {
+		t.Fatalf("the connection room was made for was answered %d", code)
+	}
 }
