@@ -257,7 +257,12 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 		}
 		if !stored && inBucket && errors.Is(err, ErrNotFound) && errors.As(err, &ce) && ce.Op == "rpc upload.complete" {
 			// The store took the bytes, but chatd deleted the upload
-			// before they were completed (see renewed).
+			// before they were completed (see renewed). With no attempt
+			// left to send them to a new ticket's URL, a ticket taken
+			// would be charged for nothing.
+			if attempt+1 >= attempts {
+				return Attachment{}, fmt.Errorf("upload %s: chatd deleted its upload %s before the bytes were completed, no attempt left to send them to a new one: %w", name, t.UploadID, err)
+			}
 			if err := renew(err); err != nil {
 				return Attachment{}, err
 			}

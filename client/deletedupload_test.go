@@ -131,3 +131,36 @@ func TestAnObjectStoreUploadDeletedBeforeItsCompletionTakesANewTicketOnce(t *tes
 		})
 	}
 }
+
+// TestAnObjectStoreUploadDeletedOnItsLastAttemptTakesNoTicketItCannotUse:
+// chatd deleted the upload before the PUT of the Upload's last attempt
+// (Attempts 1: its only one), so its completion answers not_found. No
+// attempt is left to send the file to a new ticket's URL: Upload fails
+// saying chatd deleted it, and takes no new ticket, which would be an
+// upload charged against the day's bytes that nothing is ever sent to
+// (its caller's retry charging the file a third time).
+func TestAnObjectStoreUploadDeletedOnItsLastAttemptTakesNoTicketItCannotUse(t *testing.T) {
+	t.Parallel()
+	var srv atomic.Pointer[server.Server]
+	puts := &atomic.Int32{}
+	srv.Store(chatdOnFrontedStore(t, func(w http.ResponseWriter, r *http.Request, store http.Handler) {
+		if r.Method == http.MethodPut && r.URL.Query().Get("X-Amz-Signature") != "" && puts.Add(1) == 1 {
+			deleteAsExpired(t, srv.Load())
+		}
+		store.ServeHTTP(w, r)
+	}))
+	g := groupOf12(t, srv.Load())
+	alice := connect(t, testConfig(t, "mqtt://"+srv.Load().MQTTAddr(), 1))
+	ctx := ctxFor(t, 30*time.Second)
+	data := []byte("the minutes of the meeting, deleted on the last attempt\n")
+	a, err := alice.UploadWithOptions(ctx, g.ID, "minutes.txt", bytes.NewReader(data), client.UploadOptions{Attempts: 1})
+	if err == nil || !errors.Is(err, client.ErrNotFound) || !strings.Contains(err.Error(), "deleted its upload") {
+		t.Errorf("Upload (1 attempt) whose upload chatd deleted before its completion: %+v, %v; want an error matching ErrNotFound saying chatd deleted it", a, err)
+	}
+	if n := puts.Load(); n != 1 {
+		t.Errorf("the file was PUT %d times, want once (1 attempt)", n)
+	}
+	if uploads, _ := uploadsOf(t, srv.Load()); uploads != 0 {
+		t.Errorf("%d uploads of user 1 after the Upload failed, want none: a ticket was taken that no attempt was left to send the file to", uploads)
+	}
+}

@@ -335,8 +335,9 @@
 // upload gone (deleted after upload_ttl, which a node configured with a
 // shorter one than the ticket's URL life passes while the URL still
 // takes bytes) has nothing to complete them into: a new
-// ticket takes them, once, not that URL again; deleted again, Upload
-// fails with an error matching ErrNotFound that says so. Only a
+// ticket takes them, once, not that URL again; deleted again (or with
+// no attempt left, UploadOptions.Attempts, when no ticket is taken),
+// Upload fails with an error matching ErrNotFound that says so. Only a
 // completion that finds
 // nothing under the URL (the upload still pending) sends them again; one
 // that finds nothing though the store answered the PUT 2xx (a store that

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Why HTTP closes a connection of an address at its cap.
@@ -45,9 +46,11 @@ const (
 // connection from which bytes have been read since it went idle is passed
 // over: its client's next request is arriving (net/http reports it active
 // only once the request's header is read whole), and closing it would
-// lose that request; it still counts. Only when none of the address's
-// counted connections is idle with nothing arriving is the newcomer
-// closed: as it is accepted, before net/http sees it (no goroutine, no
+// lose that request; it still counts, and is passed over for
+// arrivingGrace at most (a peer could otherwise keep its address's new
+// connections out with a byte on each idle connection). Only when none
+// of the address's counted connections is idle with nothing arriving is
+// the newcomer closed: as it is accepted, before net/http sees it (no goroutine, no
 // TLS handshake), or, going idle, itself (told first, with Connection:
 // close in its answer, when Handler wraps the servers' handlers).
 //
@@ -82,6 +85,7 @@ type HTTP struct {
 	trusted []netip.Prefix
 	closed  func(reason string)
 	log     *slog.Logger
+	now     func() time.Time
 
 	mu     sync.Mutex
 	counts Counts
@@ -103,17 +107,20 @@ type httpConn struct {
 // client reusing it, the usual case) looks idle, and closing it to make
 // room would lose that request. Bytes are read as they arrive (net/http,
 // or TLS beneath it, is blocked reading an idle connection), so one that
-// has received any is left alone; what is still on the wire cannot be
-// known.
+// has received any is left alone for a while (closableLocked); what is
+// still on the wire cannot be known.
 type readConn struct {
 	net.Conn
-	read atomic.Bool
+	now func() time.Time
+	// arrived is when bytes were first read since the connection went
+	// idle (Unix nanoseconds), 0 if none have been.
+	arrived atomic.Int64
 }
 
 func (c *readConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if n > 0 && !c.read.Load() {
-		c.read.Store(true)
+	if n > 0 && c.arrived.Load() == 0 {
+		c.arrived.CompareAndSwap(0, c.now().UnixNano())
 	}
 	return n, err
 }
@@ -161,7 +168,7 @@ func NewHTTP(max int, trusted []netip.Prefix, closed func(reason string), log *s
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &HTTP{trusted: trusted, closed: closed, log: log, counts: NewCounts(max),
+	return &HTTP{trusted: trusted, closed: closed, log: log, now: time.Now, counts: NewCounts(max),
 		conns: map[*readConn]*httpConn{}, idle: map[netip.Prefix][]*httpConn{}}
 }
 
@@ -205,7 +212,7 @@ func (h *HTTP) admit(c net.Conn) (net.Conn, bool) {
 	if !key.IsValid() || h.isTrusted(ip) {
 		return c, true
 	}
-	rc := &readConn{Conn: c}
+	rc := &readConn{Conn: c, now: h.now}
 	hc := &httpConn{conn: rc, key: key, counted: true}
 	h.mu.Lock()
 	room, ok := h.makeRoomLocked(key)
@@ -236,11 +243,23 @@ func (h *HTTP) makeRoomLocked(key netip.Prefix) (*httpConn, bool) {
 	return old, true
 }
 
-// closableLocked is key's longest idle connection from which nothing has
-// been read since it went idle (a request arriving on it), nil if none.
+// arrivingGrace is how long an idle connection on which a next request
+// began to arrive is passed over as room is made (closableLocked): the
+// servers' ReadHeaderTimeout, which bounds a new connection's wait for
+// its request alike. An honest client sends a request's header at once;
+// a peer sending one to three bytes on its idle connections, and no
+// more, would otherwise keep them unclosable for net/http's IdleTimeout
+// (120 s: net/http waits for four bytes under it before its header
+// timeout starts), and its address's new connections refused meanwhile.
+const arrivingGrace = 10 * time.Second
+
+// closableLocked is key's longest idle connection on which no request is
+// arriving: nothing read from it since it went idle, or its first bytes
+// read longer than arrivingGrace ago. Nil if none.
 func (h *HTTP) closableLocked(key netip.Prefix) *httpConn {
+	stale := h.now().Add(-arrivingGrace).UnixNano()
 	for _, hc := range h.idle[key] {
-		if !hc.conn.read.Load() {
+		if a := hc.conn.arrived.Load(); a == 0 || a <= stale {
 			return hc
 		}
 	}
@@ -305,7 +324,7 @@ func (h *HTTP) ConnState(c net.Conn, state http.ConnState) {
 		}
 		// Called by its serving goroutine before it reads again: what is
 		// read from here on is its next request.
-		rc.read.Store(false)
+		rc.arrived.Store(0)
 		hc.counted, hc.idle = true, true
 		h.idle[hc.key] = append(h.idle[hc.key], hc)
 		h.mu.Unlock()
@@ -502,7 +521,7 @@ func (h *HTTP) Arriving(ip netip.Addr) int {
 	defer h.mu.Unlock()
 	n := 0
 	for _, hc := range h.idle[key] {
-		if hc.conn.read.Load() {
+		if hc.conn.arrived.Load() != 0 {
 			n++
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // addrConn is a connection that has a remote address and nothing else:
@@ -59,6 +60,8 @@ func BenchmarkHTTPCapLifecycle(b *testing.B) {
 	}
 	b.Run("max=256,full-of-arriving", func(b *testing.B) {
 		h := NewHTTP(256, nil, nil, nil)
+		t0 := time.Now()
+		h.now = func() time.Time { return t0 } // every arrival within the grace
 		full := conns[:64]
 		for _, c := range full {
 			for range 256 {
@@ -68,7 +71,7 @@ func BenchmarkHTTPCapLifecycle(b *testing.B) {
 				}
 				h.ConnState(rc, http.StateActive)
 				h.ConnState(rc, http.StateIdle)
-				rc.(*readConn).read.Store(true)
+				rc.(*readConn).arrived.Store(t0.UnixNano())
 			}
 		}
 		b.RunParallel(func(pb *testing.PB) {
