@@ -140,3 +140,21 @@ func TestConnectCappedKeepsTheConnectsBodyForTheHook(t *testing.T) {
 		t.Fatalf("a SUBSCRIBE first: kept % x (%v)", c.connect, err)
 	}
 }
+
+// A peer announcing a CONNECT of MaxConnectSize and sending a little of
+// it makes the broker keep no more than a chunk for it (mochi holds the
+// announced size already), where a CONNECT of the usual size is kept in
+// the one allocation.
+func TestAStalledConnectIsKeptNoLargerThanItsChunk(t *testing.T) {
+	hdr := []byte{0x10, 0x80, 0x80, 0x04} // 65536 bytes announced
+	c := &connectCapped{Conn: &chunkConn{rest: append(hdr, make([]byte, 100)...), cut: 1 << 20}}
+	if _, err := c.Read(make([]byte, 512)); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.connect) != 100 || cap(c.connect) > keepChunk {
+		t.Fatalf("100 bytes of a CONNECT announcing %d kept in %d bytes (%d of them): want %d at most", MaxConnectSize, cap(c.connect), len(c.connect), keepChunk)
+	}
+	if c.ConnectPacket() != nil {
+		t.Fatal("a CONNECT cut short given to the hook")
+	}
+}
