@@ -203,6 +203,7 @@ func (c *connectCapped) check(b []byte) (used int, err error) {
 	if c.hdr[0] == 0x10 && c.hdr[c.n-1]&0x80 == 0 {
 		c.size = size
 		c.keeping = size > 0
+		c.whole.Store(size == 0) // mochi cannot read an empty one
 	}
 	return used, nil // a malformed length or another packet first: mochi refuses it
 }

@@ -153,6 +153,15 @@ func TestAnUnreadableV5ConnectIsAnsweredMalformedWithItsReason(t *testing.T) {
 	if n := unreadable.Load() - before; n != 1 {
 		t.Errorf("3.1.1 client id not UTF-8: counted %d times, want once", n)
 	}
+	// An empty CONNECT (remaining length 0) is one cut short too: its
+	// level unknown, closed without a CONNACK, and counted.
+	before = unreadable.Load()
+	if got := answer(""); len(got) != 0 {
+		t.Errorf("an empty CONNECT: answered % x, want the connection closed without a CONNACK", got)
+	}
+	if n := unreadable.Load() - before; n != 1 {
+		t.Errorf("an empty CONNECT: counted %d times, want once", n)
+	}
 	// A readable one is answered by the server as ever, and not counted,
 	// not even once its connection ended.
 	before, endedBefore := unreadable.Load(), ended.Load()
