@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -137,16 +139,8 @@ func (c *connectCapped) unreadable(body []byte) {
 	if !v5 {
 		return
 	}
-	reason := err.Error()
-	if !strings.HasPrefix(reason, packets.ErrMalformedPacket.Reason) {
-		reason = packets.ErrMalformedPacket.Reason + ": " + reason
-	}
-	const maxReason = 256 // the CONNECT's Maximum Packet Size is unknown: a short answer
-	if len(reason) > maxReason {
-		reason = reason[:maxReason]
-	}
 	connack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, ProtocolVersion: 5,
-		ReasonCode: packets.ErrMalformedPacket.Code, Properties: packets.Properties{ReasonString: strings.ToValidUTF8(reason, "")}}
+		ReasonCode: packets.ErrMalformedPacket.Code, Properties: packets.Properties{ReasonString: malformedReason(err)}}
 	var buf bytes.Buffer
 	if connack.ConnackEncode(&buf) != nil {
 		return
@@ -168,6 +162,35 @@ func (c *connectCapped) ConnectPacket() []byte {
 	b := c.connect
 	c.connect = nil
 	return b
+}
+
+// maxReason bounds the reason string of CONNACK 0x81: the CONNECT's
+// Maximum Packet Size is unknown, so the answer is short.
+const maxReason = 256
+
+// malformedReason is the reason string of CONNACK 0x81 for err, mochi's
+// reason for not reading a CONNECT: a UTF-8 string as MQTT 5 requires of
+// one (valid, no U+0000 [MQTT-1.5.4-1] [MQTT-1.5.4-2], which a client
+// closes the connection for), within maxReason. mochi's reasons are its
+// own words and numbers today; a byte of the CONNECT one day quoted in
+// them is dropped if it is no printable character, so the answer cannot
+// carry what a client would refuse or a terminal would act on.
+func malformedReason(err error) string {
+	reason := err.Error()
+	if !strings.HasPrefix(reason, packets.ErrMalformedPacket.Reason) {
+		reason = packets.ErrMalformedPacket.Reason + ": " + reason
+	}
+	var out strings.Builder
+	for _, r := range reason {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			continue
+		}
+		if out.Len()+utf8.RuneLen(r) > maxReason {
+			break
+		}
+		out.WriteRune(r)
+	}
+	return out.String()
 }
 
 // check reads the first packet's fixed header from what the connection
