@@ -116,11 +116,11 @@ func (c *connectCapped) Close() error {
 // unreadable answers body, a CONNECT read whole that no hook took, when
 // mochi cannot decode it (a field cut short, a string that is not UTF-8,
 // broken or unknown v5 properties): mochi closes such a connection as
-// soon as it has read it, before any hook, and says nothing. An MQTT 5 one gets CONNACK 0x81
-// malformed packet first, with what mochi found wrong as its reason
-// string, which MQTT 5 allows before the close [MQTT-3.1.4-1]: a device's
-// developer sees which field to fix, where a bare close looks like a
-// network failure to retry for ever. MQTT 3.1.1 wants the connection
+// soon as it has read it, before any hook, and says nothing. An MQTT 5
+// one gets CONNACK 0x81 malformed packet first, with what mochi found
+// wrong as its reason string, which MQTT 5 allows before the close
+// [MQTT-3.1.4-1]: a device's developer sees which field to fix, where a
+// bare close looks like a network failure to retry for ever. MQTT 3.1.1 wants the connection
 // closed without a CONNACK [MQTT-3.1.4-1], as does a CONNECT whose level
 // is not 5 (its form unknown). Each is counted (pending.unreadable). The
 // same decoding as mochi's, of the same bytes: it fails exactly when
