@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -40,12 +42,16 @@ type connectCapped struct {
 	n       int     // bytes of hdr filled
 	checked bool
 	// connect is the first packet's body, when it is a CONNECT within
-	// MaxConnectSize, as far as read, and size its announced length (0:
-	// none kept): the hook looks at the bytes of the CONNECT mochi's
+	// MaxConnectSize, as far as read (while keeping), and size its
+	// announced length: the hook looks at the bytes of the CONNECT mochi's
 	// decoding forgets (ConnectPacket). Kept as it arrives, never ahead
-	// of it, and given up once the hook took it.
+	// of it. Once whole (read whole, not yet taken), it belongs to whoever
+	// swaps whole to false first: the hook (ConnectPacket), right after
+	// mochi decoded it, or Close, when mochi could not (unreadable).
 	connect []byte
 	size    int
+	keeping bool
+	whole   atomic.Bool
 	timeout atomic.Int64     // 1.5 × keepalive (a time.Duration); 0 until SetKeepalive
 	pending *pendingConnects // the connections waiting for their CONNECT, nil: not counted
 	// pendingKey is what pending counts it under (conncap.Key).
@@ -68,51 +74,73 @@ func (c *connectCapped) Read(p []byte) (int, error) {
 		}
 		b = b[used:]
 	}
-	if c.size > len(c.connect) {
-		c.connect = append(c.connect, b[:min(len(b), c.size-len(c.connect))]...)
-		if len(c.connect) == c.size {
-			c.unreadable()
-		}
+	if c.keeping {
+		c.keep(b)
 	}
 	return n, err
 }
 
-// unreadable answers a CONNECT, read whole, that mochi cannot decode (a
-// field cut short, a string that is not UTF-8, broken or unknown v5
-// properties): mochi closes such a connection as soon as it has read it,
-// before any hook, and says nothing. An MQTT 5 one gets CONNACK 0x81
-// malformed packet first, with what mochi found wrong as its reason
-// string, which MQTT 5 allows before the close [MQTT-3.1.4-1]: a device's
-// developer sees which field to fix, where a bare close looks like a
-// network failure to retry for ever. MQTT 3.1.1 wants the connection
+// keepChunk is how much of a CONNECT's body is allocated for at once: a
+// CONNECT with a JWT is 1-2 KiB, kept in one allocation, while a peer
+// that announces MaxConnectSize and stalls makes the broker hold no more
+// than it sent (mochi holds the announced size already).
+const keepChunk = 4 << 10
+
+// keep adds what b holds of the CONNECT's body to connect.
+func (c *connectCapped) keep(b []byte) {
+	b = b[:min(len(b), c.size-len(c.connect))]
+	if c.connect == nil {
+		c.connect = make([]byte, 0, min(c.size, max(keepChunk, len(b))))
+	}
+	c.connect = append(c.connect, b...)
+	if len(c.connect) == c.size {
+		c.keeping = false
+		c.whole.Store(true)
+	}
+}
+
+// Close answers a CONNECT mochi could not decode (unreadable) before it
+// closes the connection: mochi closes it right after trying, without a
+// hook, so the CONNECT read whole that no hook took is one mochi could
+// not read. A CONNECT decoded is taken by the hook (ConnectPacket) and
+// costs no second decoding here.
+func (c *connectCapped) Close() error {
+	if c.whole.CompareAndSwap(true, false) {
+		body := c.connect
+		c.connect = nil
+		c.unreadable(body)
+	}
+	return c.Conn.Close()
+}
+
+// unreadable answers body, a CONNECT read whole that no hook took, when
+// mochi cannot decode it (a field cut short, a string that is not UTF-8,
+// broken or unknown v5 properties): mochi closes such a connection as
+// soon as it has read it, before any hook, and says nothing. An MQTT 5
+// one gets CONNACK 0x81 malformed packet first, with what mochi found
+// wrong as its reason string, which MQTT 5 allows before the close
+// [MQTT-3.1.4-1]: a device's developer sees which field to fix, where a
+// bare close looks like a network failure to retry for ever. MQTT 3.1.1 wants the connection
 // closed without a CONNACK [MQTT-3.1.4-1], as does a CONNECT whose level
 // is not 5 (its form unknown). Each is counted (pending.unreadable). The
 // same decoding as mochi's, of the same bytes: it fails exactly when
-// mochi's will, right after this read.
-func (c *connectCapped) unreadable() {
+// mochi's did (without a hook to take it, as in the broker's own tests,
+// a CONNECT mochi read is decoded here again, and passes).
+func (c *connectCapped) unreadable(body []byte) {
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connect, Remaining: c.size}}
-	err := pk.ConnectDecode(c.connect)
+	err := pk.ConnectDecode(body)
 	if err == nil {
 		return
 	}
-	v5 := len(c.connect) >= len(v5ConnectStart) && string(c.connect[:len(v5ConnectStart)]) == string(v5ConnectStart)
-	c.connect, c.size = nil, 0 // no hook will take it
+	v5 := len(body) >= len(v5ConnectStart) && string(body[:len(v5ConnectStart)]) == string(v5ConnectStart)
 	if c.pending != nil && c.pending.unreadable != nil {
 		c.pending.unreadable()
 	}
 	if !v5 {
 		return
 	}
-	reason := err.Error()
-	if !strings.HasPrefix(reason, packets.ErrMalformedPacket.Reason) {
-		reason = packets.ErrMalformedPacket.Reason + ": " + reason
-	}
-	const maxReason = 256 // the CONNECT's Maximum Packet Size is unknown: a short answer
-	if len(reason) > maxReason {
-		reason = reason[:maxReason]
-	}
 	connack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, ProtocolVersion: 5,
-		ReasonCode: packets.ErrMalformedPacket.Code, Properties: packets.Properties{ReasonString: strings.ToValidUTF8(reason, "")}}
+		ReasonCode: packets.ErrMalformedPacket.Code, Properties: packets.Properties{ReasonString: malformedReason(err)}}
 	var buf bytes.Buffer
 	if connack.ConnackEncode(&buf) != nil {
 		return
@@ -128,12 +156,41 @@ func (c *connectCapped) unreadable() {
 // reads the connection, right after reading the CONNECT: the hook takes
 // it there, so the copy lives no longer than mochi's decoding of it.
 func (c *connectCapped) ConnectPacket() []byte {
-	if c.size == 0 || len(c.connect) < c.size {
+	if !c.whole.CompareAndSwap(true, false) {
 		return nil
 	}
 	b := c.connect
-	c.connect, c.size = nil, 0
+	c.connect = nil
 	return b
+}
+
+// maxReason bounds the reason string of CONNACK 0x81: the CONNECT's
+// Maximum Packet Size is unknown, so the answer is short.
+const maxReason = 256
+
+// malformedReason is the reason string of CONNACK 0x81 for err, mochi's
+// reason for not reading a CONNECT: a UTF-8 string as MQTT 5 requires of
+// one (valid, no U+0000 [MQTT-1.5.4-1] [MQTT-1.5.4-2], which a client
+// closes the connection for), within maxReason. mochi's reasons are its
+// own words and numbers today; a byte of the CONNECT one day quoted in
+// them is dropped if it is no printable character, so the answer cannot
+// carry what a client would refuse or a terminal would act on.
+func malformedReason(err error) string {
+	reason := err.Error()
+	if !strings.HasPrefix(reason, packets.ErrMalformedPacket.Reason) {
+		reason = packets.ErrMalformedPacket.Reason + ": " + reason
+	}
+	var out strings.Builder
+	for _, r := range reason {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			continue
+		}
+		if out.Len()+utf8.RuneLen(r) > maxReason {
+			break
+		}
+		out.WriteRune(r)
+	}
+	return out.String()
 }
 
 // check reads the first packet's fixed header from what the connection
@@ -168,6 +225,8 @@ func (c *connectCapped) check(b []byte) (used int, err error) {
 	}
 	if c.hdr[0] == 0x10 && c.hdr[c.n-1]&0x80 == 0 {
 		c.size = size
+		c.keeping = size > 0
+		c.whole.Store(size == 0) // mochi cannot read an empty one
 	}
 	return used, nil // a malformed length or another packet first: mochi refuses it
 }

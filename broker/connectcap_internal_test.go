@@ -5,8 +5,11 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -138,5 +141,64 @@ func TestConnectCappedKeepsTheConnectsBodyForTheHook(t *testing.T) {
 	c := &connectCapped{Conn: &chunkConn{rest: subscribe, cut: 64}}
 	if _, err := c.Read(make([]byte, 64)); err != nil || c.ConnectPacket() != nil || c.connect != nil {
 		t.Fatalf("a SUBSCRIBE first: kept % x (%v)", c.connect, err)
+	}
+}
+
+// A peer announcing a CONNECT of MaxConnectSize and sending a little of
+// it makes the broker keep no more than a chunk for it (mochi holds the
+// announced size already), where a CONNECT of the usual size is kept in
+// the one allocation.
+func TestAStalledConnectIsKeptNoLargerThanItsChunk(t *testing.T) {
+	hdr := []byte{0x10, 0x80, 0x80, 0x04} // 65536 bytes announced
+	c := &connectCapped{Conn: &chunkConn{rest: append(hdr, make([]byte, 100)...), cut: 1 << 20}}
+	if _, err := c.Read(make([]byte, 512)); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.connect) != 100 || cap(c.connect) > keepChunk {
+		t.Fatalf("100 bytes of a CONNECT announcing %d kept in %d bytes (%d of them): want %d at most", MaxConnectSize, cap(c.connect), len(c.connect), keepChunk)
+	}
+	if c.ConnectPacket() != nil {
+		t.Fatal("a CONNECT cut short given to the hook")
+	}
+}
+
+// The reason string of CONNACK 0x81 is an MQTT 5 UTF-8 string whatever
+// mochi's reason holds: valid UTF-8, no U+0000 [MQTT-1.5.4-1]
+// [MQTT-1.5.4-2] (a client closes the connection on either, and never
+// reads the answer), no control characters, at most maxReason bytes, and
+// it says malformed packet.
+func TestTheMalformedReasonIsAValidMQTTString(t *testing.T) {
+	for _, why := range []string{
+		"client id \x00\x01\x1b[31m\xff\xfe\u2028 bad\r\n",
+		strings.Repeat("é", 300),
+		packets.ErrMalformedPacket.Reason + ": properties",
+	} {
+		got := malformedReason(errors.New(why))
+		if !utf8.ValidString(got) || len(got) > maxReason || !strings.HasPrefix(got, packets.ErrMalformedPacket.Reason) {
+			t.Errorf("%q: reason %q", why, got)
+		}
+		for _, r := range got {
+			if r == 0 || unicode.IsControl(r) || !unicode.IsPrint(r) {
+				t.Errorf("%q: reason %q holds %U", why, got, r)
+			}
+		}
+		pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, ProtocolVersion: 5,
+			ReasonCode: packets.ErrMalformedPacket.Code, Properties: packets.Properties{ReasonString: got}}
+		var buf bytes.Buffer
+		if err := pk.ConnackEncode(&buf); err != nil {
+			t.Fatalf("%q: encode: %v", why, err)
+		}
+		r := bytes.NewReader(buf.Bytes()[1:])
+		n, _, err := packets.DecodeLength(r)
+		if err != nil || n != r.Len() {
+			t.Fatalf("%q: CONNACK % x", why, buf.Bytes())
+		}
+		back := packets.Packet{ProtocolVersion: 5, FixedHeader: packets.FixedHeader{Type: packets.Connack, Remaining: n}}
+		if err := back.ConnackDecode(buf.Bytes()[buf.Len()-n:]); err != nil || back.Properties.ReasonString != got {
+			t.Errorf("%q: the CONNACK reads back as %q (%v)", why, back.Properties.ReasonString, err)
+		}
+	}
+	if got := malformedReason(errors.New("property type 35 not valid for packet type 1")); got != "malformed packet: property type 35 not valid for packet type 1" {
+		t.Errorf("mochi's reason became %q", got)
 	}
 }

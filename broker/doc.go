@@ -26,11 +26,14 @@
 //
 // Every listener's connection (connectCapped) also keeps its first
 // packet's body while it is a CONNECT within MaxConnectSize, for the chat
-// hook, which reads from it what mochi's decoding forgets (a v5 property
-// sent as 0 or twice: hooks' connectcheck.go), and decodes it as mochi
-// will: one mochi cannot decode, which mochi closes unanswered before any
-// hook, gets CONNACK 0x81 with the reason first when it is MQTT 5, and is
-// counted (hooks.Chat.CountUnreadableConnect).
+// hook, which takes it and reads from it what mochi's decoding forgets (a
+// v5 property sent as 0 or twice: hooks' connectcheck.go). One read whole
+// that no hook took when mochi closes the connection is one mochi could
+// not decode (mochi closes those unanswered, before any hook): it is
+// decoded then, as mochi did, and gets CONNACK 0x81 with the reason first
+// when it is MQTT 5, and is counted (hooks.Chat.CountUnreadableConnect).
+// A CONNECT decoded is so decoded once, by mochi, on a reconnect storm's
+// hot path.
 //
 // A client's listener id is its transport (mqtt.Client.Net.Listener).
 // Every listener tells the chat hook when mochi is done with a connection

@@ -85,9 +85,10 @@ func TestAnUnreadableV5ConnectIsAnsweredMalformedWithItsReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := NewTCPListener("t", "127.0.0.1:0", nil, log)
-	var unreadable atomic.Int64
+	var unreadable, ended atomic.Int64
 	l.pending = newPendingConnects(0, nil)
 	l.pending.unreadable = func() { unreadable.Add(1) }
+	l.ended = func(net.Conn) { ended.Add(1) }
 	if err := srv.AddListener(l); err != nil {
 		t.Fatal(err)
 	}
@@ -152,10 +153,25 @@ func TestAnUnreadableV5ConnectIsAnsweredMalformedWithItsReason(t *testing.T) {
 	if n := unreadable.Load() - before; n != 1 {
 		t.Errorf("3.1.1 client id not UTF-8: counted %d times, want once", n)
 	}
-	// A readable one is answered by the server as ever, and not counted.
+	// An empty CONNECT (remaining length 0) is one cut short too: its
+	// level unknown, closed without a CONNACK, and counted.
 	before = unreadable.Load()
+	if got := answer(""); len(got) != 0 {
+		t.Errorf("an empty CONNECT: answered % x, want the connection closed without a CONNACK", got)
+	}
+	if n := unreadable.Load() - before; n != 1 {
+		t.Errorf("an empty CONNECT: counted %d times, want once", n)
+	}
+	// A readable one is answered by the server as ever, and not counted,
+	// not even once its connection ended.
+	before, endedBefore := unreadable.Load(), ended.Load()
 	if got := answer("\x00\x04MQTT\x05\x02\x00\x1e\x03\x21\x00\x05\x00\x01c", true); len(got) < 4 || got[3] != 0 {
 		t.Errorf("a readable v5 CONNECT: answered % x, want CONNACK 0x00", got)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ended.Load() == endedBefore; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not end the readable CONNECT's connection within 10 s of its close")
+		}
 	}
 	if n := unreadable.Load() - before; n != 0 {
 		t.Errorf("a readable v5 CONNECT counted as unreadable")

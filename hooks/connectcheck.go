@@ -47,9 +47,9 @@ import (
 //
 // A CONNECT mochi cannot decode at all (a truncated field, a client id
 // that is not UTF-8) never reaches a hook: mochi closes it unanswered.
-// The broker's connection, which decodes it the same way as it is read,
-// answers a v5 one with CONNACK 0x81 first and counts it
-// (CountUnreadableConnect).
+// The broker's connection, which finds it untaken by this hook when
+// mochi closes it and decodes it then as mochi did, answers a v5 one
+// with CONNACK 0x81 first and counts it (CountUnreadableConnect).
 
 // connectRefusal is badConnect's verdict on a CONNECT.
 type connectRefusal struct {

@@ -1,7 +1,6 @@
 package hooks
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -58,10 +57,10 @@ func rawPropertyError(body []byte) (code packets.Code, ok bool) {
 	if off >= len(body) {
 		return code, false
 	}
-	n, used, err := packets.DecodeLength(bytes.NewReader(body[off:]))
+	n, used := varInt(body[off:])
 	off += used
 	end := off + n
-	if err != nil || end > len(body) {
+	if used == 0 || end > len(body) {
 		return code, false
 	}
 	var seen [64]bool
@@ -102,6 +101,19 @@ func rawPropertyError(body []byte) (code packets.Code, ok bool) {
 		}
 	}
 	return code, false
+}
+
+// varInt decodes the variable byte integer b starts with, in at most
+// four bytes, without the allocation of packets.DecodeLength's reader (it
+// runs for every MQTT 5 CONNECT); used = 0 when b holds none.
+func varInt(b []byte) (n, used int) {
+	for i, shift := 0, 0; i < len(b) && i < 4; i, shift = i+1, shift+7 {
+		n |= int(b[i]&0x7f) << shift
+		if b[i]&0x80 == 0 {
+			return n, i + 1
+		}
+	}
+	return 0, 0
 }
 
 // lengthPrefixed is the size of the first count fields of b that are
