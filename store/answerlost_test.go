@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -197,6 +198,50 @@ func TestADeliveredFlushWhoseCommitLostItsAnswerIsPublishedOnTheNode(t *testing.
 	})
 	if n := len(rec.events()); n != 1 {
 		t.Errorf("%d delivery.updated published, want 1: %+v", n, rec.events())
+	}
+}
+
+// TestAReadReceiptWhoseCommitIsInDoubtDoesNotHoldUpOtherReceipts: the
+// connection of bob's read batch died with its COMMIT unsent, and
+// PostgreSQL has not noticed: his transaction is in progress, and the
+// writer asks what became of it for up to 5 s. Carol's receipt in
+// another conversation meanwhile is answered at once, not after that
+// wait (the node's read receipts have one writer). Bob's receipt is
+// answered unavailable: its outcome is not known.
+func TestAReadReceiptWhoseCommitIsInDoubtDoesNotHoldUpOtherReceipts(t *testing.T) {
+	t.Parallel()
+	ctx, _, proxy := answerLosingPool(t)
+	st := store.New(proxy.Pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	bobs := mustGroup(t, st, 1, 2)
+	carols := mustGroup(t, st, 1, 3)
+	sendN(t, st, bobs.ID, 1, 3, "hi bob")
+	sendN(t, st, carols.ID, 1, 3, "hi carol")
+
+	cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
+	bob := make(chan error, 1)
+	go func() {
+		_, err := r.MarkRead(ctx, bobs.ID, 2, 2)
+		bob <- err
+	}()
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read batch's COMMIT was not held back")
+	}
+	start := time.Now()
+	res, err := r.MarkRead(ctx, carols.ID, 3, 3)
+	if took := time.Since(start); err != nil || res.LastReadSeq != 3 || took > time.Second {
+		t.Errorf("carol's receipt while bob's batch is in doubt = %+v, %v after %v; want lastReadSeq 3 within 1s", res, err, took.Round(time.Millisecond))
+	}
+	select {
+	case err := <-bob:
+		if !errors.Is(err, chat.ErrUnavailable) {
+			t.Errorf("bob's receipt whose commit is in doubt = %v, want unavailable", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("bob's receipt was not answered")
 	}
 }
 

@@ -78,6 +78,11 @@ type Receipts struct {
 	reads   map[memberKey]*pendingRead
 	rclosed bool
 	rwake   chan struct{}
+	// settling holds the pairs of read batches whose COMMIT's answer
+	// was lost while another goroutine asks what became of them: their
+	// next receipts wait for that, the other pairs' do not.
+	settling map[memberKey]bool
+	settlers sync.WaitGroup
 
 	delivered *DeliveredBuffer
 	dwriter   *coalesce.Writer[memberKey, int64]
@@ -173,7 +178,7 @@ func NewReceipts(st *Store, cfg ReceiptsConfig) (*Receipts, error) {
 	}
 	r := &Receipts{
 		st: st, cfg: cfg, log: cfg.Logger,
-		reads: map[memberKey]*pendingRead{}, rwake: make(chan struct{}, 1),
+		reads: map[memberKey]*pendingRead{}, rwake: make(chan struct{}, 1), settling: map[memberKey]bool{},
 		delivered: cfg.Delivered, lostDelivered: map[memberKey]lostDelivery{},
 		stop: make(chan struct{}),
 		m: receiptMetrics{
@@ -291,8 +296,18 @@ func (r *Receipts) runReads() {
 		case <-r.rwake:
 			r.drainReads()
 		case <-r.stop:
-			r.drainReads()
-			return
+			// Receipts of pairs whose batch is settling are written
+			// once it is settled.
+			for {
+				r.drainReads()
+				r.settlers.Wait()
+				r.rmu.Lock()
+				idle := len(r.reads) == 0
+				r.rmu.Unlock()
+				if idle {
+					return
+				}
+			}
 		}
 	}
 }
@@ -310,15 +325,18 @@ func (r *Receipts) drainReads() {
 func (r *Receipts) takeReads() map[memberKey]*pendingRead {
 	r.rmu.Lock()
 	defer r.rmu.Unlock()
-	if len(r.reads) <= r.cfg.MaxBatch {
+	if len(r.reads) <= r.cfg.MaxBatch && len(r.settling) == 0 {
 		b := r.reads
 		r.reads = map[memberKey]*pendingRead{}
 		return b
 	}
-	b := make(map[memberKey]*pendingRead, r.cfg.MaxBatch)
+	b := make(map[memberKey]*pendingRead, min(len(r.reads), r.cfg.MaxBatch))
 	for k, p := range r.reads {
 		if len(b) == r.cfg.MaxBatch {
 			break
+		}
+		if r.settling[k] {
+			continue
 		}
 		b[k] = p
 		delete(r.reads, k)
@@ -380,16 +398,49 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	for i, k := range keys {
 		convs[i], users[i], seqs[i] = k.conv, k.user, batch[k].seq
 	}
-	var out readOutcome
+	out := &readOutcome{}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FlushTimeout)
-	defer cancel()
 	err := r.withRetry(ctx, func() error {
 		out.reset()
-		return r.st.inTx(ctx, "mark read", func(tx pgx.Tx) error {
-			return markReadsTx(ctx, tx, keys, convs, users, seqs, &out)
+		return r.st.inTxUnsettled(ctx, "mark read", func(tx pgx.Tx) error {
+			return markReadsTx(ctx, tx, keys, convs, users, seqs, out)
 		})
 	})
 	r.m.batch.WithLabelValues("read").Observe(float64(len(keys)))
+	var doubt *commitInDoubt
+	if !errors.As(err, &doubt) {
+		cancel()
+		r.answerFlush(batch, keys, out, err)
+		return
+	}
+	// What became of the transaction is asked on a goroutine of its
+	// own (pgerr.Committed waits up to 5 s for one in progress), so the
+	// other pairs' receipts are written meanwhile. This batch's pairs
+	// wait for the answer: a pair's receipts are written, answered and
+	// published in order.
+	r.rmu.Lock()
+	for _, k := range keys {
+		r.settling[k] = true
+	}
+	r.rmu.Unlock()
+	r.settlers.Add(1)
+	go func() {
+		defer r.settlers.Done()
+		err := r.st.settle(ctx, doubt)
+		cancel()
+		r.answerFlush(batch, keys, out, err)
+		r.rmu.Lock()
+		for _, k := range keys {
+			delete(r.settling, k)
+		}
+		r.rmu.Unlock()
+		signal(r.rwake)
+	}()
+}
+
+// answerFlush answers the waiters of a read batch whose transaction
+// ended with err, and publishes its events when it committed.
+func (r *Receipts) answerFlush(batch map[memberKey]*pendingRead, keys []memberKey, out *readOutcome, err error) {
 	if err != nil {
 		r.m.errors.WithLabelValues("read").Inc()
 		for _, p := range batch {
@@ -404,7 +455,7 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	if len(out.events) > 0 {
 		r.st.wakeRelay()
 	}
-	answerReads(batch, keys, &out)
+	answerReads(batch, keys, out)
 	r.st.publish(out.events...)
 }
 

@@ -218,6 +218,31 @@ func readOnly() pgx.TxOptions {
 // index an added member, for good. When the pool cannot tell either, the
 // failure stands.
 func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
+	err := s.inTxUnsettled(ctx, op, fn)
+	if d, ok := err.(*commitInDoubt); ok {
+		return s.settle(ctx, d)
+	}
+	return err
+}
+
+// commitInDoubt is the failure of a COMMIT whose answer was lost
+// (pgerr.AnswerLost): transaction xid may have committed.
+type commitInDoubt struct {
+	op, xid string
+	err     error
+}
+
+func (d *commitInDoubt) Error() string {
+	return fmt.Sprintf("%s: commit: %v (whether it committed is not known yet)", d.op, d.err)
+}
+
+func (d *commitInDoubt) Unwrap() error { return d.err }
+
+// inTxUnsettled is inTx that does not ask what became of a transaction
+// whose COMMIT's answer was lost: it returns a *commitInDoubt for
+// settle, so that a caller that must not wait for the answer (a writer
+// other callers queue behind) can ask elsewhere.
+func (s *Store) inTxUnsettled(ctx context.Context, op string, fn func(pgx.Tx) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return classify(op, fmt.Errorf("begin: %w", err))
@@ -239,8 +264,14 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) erro
 	if !pgerr.AnswerLost(err) {
 		return classify(op, fmt.Errorf("commit: %w", err))
 	}
-	if cerr := pgerr.Committed(ctx, s.pool, *xid); cerr != nil {
-		return classify(op, fmt.Errorf("commit: %w (whether it committed: %w)", err, cerr))
+	return &commitInDoubt{op: op, xid: *xid, err: err}
+}
+
+// settle asks the pool what became of d's transaction (pgerr.Committed,
+// up to 5 s): nil when it committed, else d's failure classified.
+func (s *Store) settle(ctx context.Context, d *commitInDoubt) error {
+	if cerr := pgerr.Committed(ctx, s.pool, d.xid); cerr != nil {
+		return classify(d.op, fmt.Errorf("commit: %w (whether it committed: %w)", d.err, cerr))
 	}
 	return nil
 }

@@ -40,6 +40,7 @@ type losing struct {
 	before func()
 	done   chan struct{}
 	reset  bool // LoseAnswerReset
+	orphan bool // Orphan
 }
 
 // NewAnswerLosing puts the proxy in front of pool's database (a Unix
@@ -92,6 +93,22 @@ func (a *AnswerLosing) LoseAnswerReset(match string, before func()) <-chan struc
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.armed = &losing{match: match, before: before, done: make(chan struct{}), reset: true}
+	return a.armed.done
+}
+
+// Orphan arms the proxy once: the transaction that runs the next
+// statement whose text contains match goes to PostgreSQL up to its
+// COMMIT (a simple query), which the proxy does not forward: it closes
+// the client's connection instead and keeps its own to PostgreSQL open,
+// as when chatd's side of a connection died mid-transaction and nothing
+// told PostgreSQL. The backend stays idle in transaction, its locks held
+// and its transaction in progress, until PostgreSQL ends it (a timeout)
+// or the test does. The channel is closed when the client's connection
+// is.
+func (a *AnswerLosing) Orphan(match string) <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.armed = &losing{match: match, done: make(chan struct{}), orphan: true}
 	return a.armed.done
 }
 
@@ -155,16 +172,22 @@ type session struct {
 	a              *AnswerLosing
 	client, server net.Conn
 
-	mu     sync.Mutex
-	sent   int               // requests forwarded that PostgreSQL answers with ReadyForQuery
-	lose   *losing           // the answer to lose, from request loseAt on
-	loseAt int               // 0: none
-	stmts  map[string]string // prepared statements' texts by name
+	mu       sync.Mutex
+	orphaned bool              // Orphan: the server connection outlives the client's
+	sent     int               // requests forwarded that PostgreSQL answers with ReadyForQuery
+	lose     *losing           // the answer to lose, from request loseAt on
+	loseAt   int               // 0: none
+	stmts    map[string]string // prepared statements' texts by name
 }
 
 func (s *session) stop() {
 	s.client.Close()
-	s.server.Close()
+	s.mu.Lock()
+	orphaned := s.orphaned
+	s.mu.Unlock()
+	if !orphaned {
+		s.server.Close()
+	}
 }
 
 // up forwards what the client sends, noting the requests that end in
@@ -189,7 +212,15 @@ func (s *session) up() {
 		case first:
 			s.sent++
 		case msg[0] == 'Q':
-			s.arm(cstrings(msg[5:], 1)[0])
+			text := cstrings(msg[5:], 1)[0]
+			if l := s.lose; l != nil && l.orphan && strings.EqualFold(strings.TrimSpace(text), "commit") {
+				s.orphaned = true
+				s.mu.Unlock()
+				s.client.Close()
+				close(l.done)
+				return
+			}
+			s.arm(text)
 			s.sent++
 		case msg[0] == 'P':
 			f := cstrings(msg[5:], 2)
