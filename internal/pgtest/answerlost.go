@@ -41,6 +41,7 @@ type losing struct {
 	done   chan struct{}
 	reset  bool // LoseAnswerReset
 	orphan bool // Orphan
+	drop   bool // LoseRequest
 }
 
 // NewAnswerLosing puts the proxy in front of pool's database (a Unix
@@ -109,6 +110,19 @@ func (a *AnswerLosing) Orphan(match string) <-chan struct{} {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.armed = &losing{match: match, done: make(chan struct{}), orphan: true}
+	return a.armed.done
+}
+
+// LoseRequest arms the proxy once: the next statement run whose text
+// contains match (a simple query, or the execution of a prepared
+// statement whose text does) is not forwarded; the proxy closes both connections instead, as when the
+// network failed with the request on its way. PostgreSQL never runs it,
+// and the client cannot tell that from a lost answer. The channel is
+// closed when the connections are.
+func (a *AnswerLosing) LoseRequest(match string) <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.armed = &losing{match: match, done: make(chan struct{}), drop: true}
 	return a.armed.done
 }
 
@@ -220,13 +234,23 @@ func (s *session) up() {
 				close(l.done)
 				return
 			}
-			s.arm(text)
+			if l := s.arm(text); l != nil {
+				s.mu.Unlock()
+				s.stop()
+				close(l.done)
+				return
+			}
 			s.sent++
 		case msg[0] == 'P':
 			f := cstrings(msg[5:], 2)
 			s.stmts[f[0]] = f[1]
 		case msg[0] == 'B':
-			s.arm(s.stmts[cstrings(msg[5:], 2)[1]])
+			if l := s.arm(s.stmts[cstrings(msg[5:], 2)[1]]); l != nil {
+				s.mu.Unlock()
+				s.stop()
+				close(l.done)
+				return
+			}
 		case msg[0] == 'S':
 			s.sent++
 		}
@@ -238,14 +262,22 @@ func (s *session) up() {
 }
 
 // arm makes the request being sent (the next one answered) lose the
-// answer that ends its transaction, if text is the armed statement's.
-func (s *session) arm(text string) {
+// answer that ends its transaction, if text is the armed statement's;
+// an armed LoseRequest it returns instead, for the caller to drop the
+// request.
+func (s *session) arm(text string) *losing {
 	if s.lose != nil {
-		return
+		return nil
 	}
-	if l := s.a.take(text); l != nil {
+	l := s.a.take(text)
+	switch {
+	case l == nil:
+	case l.drop:
+		return l
+	default:
 		s.lose, s.loseAt = l, s.sent+1
 	}
+	return nil
 }
 
 // down forwards what PostgreSQL answers, holding back the answers from
