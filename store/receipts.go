@@ -67,7 +67,9 @@ type ReceiptsConfig struct {
 // conversation_member row, so group commit, which locks the senders' member
 // rows, never waits for it nor it for group commit (migration 0009).
 // Concurrency: MarkRead, Pending and Delivered are safe for concurrent use;
-// one goroutine owns the read batches and one the delivered batches. Close
+// one goroutine owns the read batches (a batch whose COMMIT's answer was
+// lost is settled on one of its own, its pairs held out of later
+// batches meanwhile) and one the delivered batches. Close
 // stops accepting receipts, commits what is pending and waits for both.
 type Receipts struct {
 	st  *Store
