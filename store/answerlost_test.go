@@ -159,6 +159,95 @@ func TestADeliveredFlushWhoseCommitLostItsAnswerIsWrittenAgainAndNeverMovesBack(
 	waitFor(t, "the newer ack's flush", func() bool { return deliveredRow(t, pool, conv.ID, 2) == 4 })
 }
 
+// TestADeliveredFlushWhoseCommitLostItsAnswerIsPublishedOnTheNode: the
+// delivered flush of bob's acknowledgement committed, and the answer to
+// its COMMIT was lost with the connection. Its delivery.updated for alice
+// (bob got her messages up to seq 3) is published to this node's sessions
+// all the same: the writer finds, as it writes the batch again, that the
+// watermark it wrote is there. Before, the write again moved nothing and
+// published nothing: the event reached other nodes through Kafka (its
+// outbox row committed), but alice's sessions on this node, which skips
+// its own outbox rows, never got it.
+func TestADeliveredFlushWhoseCommitLostItsAnswerIsPublishedOnTheNode(t *testing.T) {
+	t.Parallel()
+	_, pool, proxy := answerLosingPool(t)
+	rec := &publishRecorder{types: []string{chat.EventDeliveryUpdated}}
+	st := store.New(proxy.Pool, chat.DefaultLimits(), store.WithPublisher(rec))
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	conv := mustGroup(t, st, 1, 2)
+	sendN(t, st, conv.ID, 1, 5, "hi bob")
+
+	cut := proxy.LoseAnswer("INSERT INTO member_delivery AS d", nil)
+	r.Delivered(conv.ID, 2, 3)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the delivered flush's COMMIT was not lost")
+	}
+	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
+		t.Fatalf("member_delivery %d, want 3 (committed)", n)
+	}
+	if evs := outboxEvents(t, pool, conv.ID, chat.EventDeliveryUpdated); len(evs) != 1 || evs[0].Seq != 3 {
+		t.Fatalf("outbox delivery.updated rows %+v, want one at seq 3 (committed)", evs)
+	}
+	testkit.WaitFor(t, 5*time.Second, "alice's delivery.updated (bob has seq 3) published on the node", func() bool {
+		for _, ev := range rec.events() {
+			if ev.ConversationID == conv.ID && ev.UserID == 2 && ev.SenderID == 1 && ev.Seq == 3 {
+				return true
+			}
+		}
+		return false
+	})
+	if n := len(rec.events()); n != 1 {
+		t.Errorf("%d delivery.updated published, want 1: %+v", n, rec.events())
+	}
+}
+
+// TestAReadReceiptWhoseCommitIsInDoubtDoesNotHoldUpOtherReceipts: the
+// connection of bob's read batch died with its COMMIT unsent, and
+// PostgreSQL has not noticed: his transaction is in progress, and the
+// writer asks what became of it for up to 5 s. Carol's receipt in
+// another conversation meanwhile is answered at once, not after that
+// wait (the node's read receipts have one writer). Bob's receipt is
+// answered unavailable: its outcome is not known.
+func TestAReadReceiptWhoseCommitIsInDoubtDoesNotHoldUpOtherReceipts(t *testing.T) {
+	t.Parallel()
+	ctx, _, proxy := answerLosingPool(t)
+	st := store.New(proxy.Pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	bobs := mustGroup(t, st, 1, 2)
+	carols := mustGroup(t, st, 1, 3)
+	sendN(t, st, bobs.ID, 1, 3, "hi bob")
+	sendN(t, st, carols.ID, 1, 3, "hi carol")
+
+	cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
+	bob := make(chan error, 1)
+	go func() {
+		_, err := r.MarkRead(ctx, bobs.ID, 2, 2)
+		bob <- err
+	}()
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read batch's COMMIT was not held back")
+	}
+	start := time.Now()
+	res, err := r.MarkRead(ctx, carols.ID, 3, 3)
+	if took := time.Since(start); err != nil || res.LastReadSeq != 3 || took > time.Second {
+		t.Errorf("carol's receipt while bob's batch is in doubt = %+v, %v after %v; want lastReadSeq 3 within 1s", res, err, took.Round(time.Millisecond))
+	}
+	select {
+	case err := <-bob:
+		if !errors.Is(err, chat.ErrUnavailable) {
+			t.Errorf("bob's receipt whose commit is in doubt = %v, want unavailable", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("bob's receipt was not answered")
+	}
+}
+
 // answerLosingPool is a database that keeps outbox rows (as with a relay)
 // and an AnswerLosing proxy in front of it.
 func answerLosingPool(t *testing.T) (context.Context, *pgxpool.Pool, *pgtest.AnswerLosing) {

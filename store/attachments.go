@@ -494,6 +494,13 @@ func (a *Attachments) ForgetPastQuotas(ctx context.Context) (int64, error) {
 func (a *Attachments) DeleteBlobs(ctx context.Context, limit int, del func(ctx context.Context, key string) error) (int, error) {
 	done := 0
 	err := runTxOn(ctx, a.pool, "delete blobs", pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		// The transaction is idle while the blob store deletes (up to
+		// limit blobs, each within its own timeout), longer than the
+		// pool's idle_in_transaction_session_timeout allows; the rows it
+		// holds are claims that other nodes skip: nothing waits on them.
+		if _, err := tx.Exec(ctx, `SET LOCAL idle_in_transaction_session_timeout = 0`); err != nil {
+			return fmt.Errorf("allow the deletions' wait: %w", err)
+		}
 		// A blob a live attachment still names (a forward's copy of a
 		// recalled message's file) is kept: its queued deletion is
 		// forgotten, and queued again when its last live row is recalled.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/chatd/chatd/internal/pgerr"
 )
 
 // keyLookupTxSQL starts a hot write transaction (a delivered batch):
@@ -46,6 +48,10 @@ func (s *Store) pipelineTx(ctx context.Context, op string, queue func(b *pgx.Bat
 	var tag pgconn.CommandTag
 	for i := 0; i < commitAt; i++ {
 		if tag, err = br.Exec(); err != nil {
+			if pgerr.AnswerLost(err) {
+				// PostgreSQL said nothing: the COMMIT may have gone through.
+				err = fmt.Errorf("%w: %w", errMaybeCommitted, err)
+			}
 			break
 		}
 	}
@@ -59,6 +65,11 @@ func (s *Store) pipelineTx(ctx context.Context, op string, queue func(b *pgx.Bat
 	}
 	return nil
 }
+
+// errMaybeCommitted marks a pipelineTx failure that may hide a commit:
+// the pipeline went out and no answer of PostgreSQL's came back
+// (pgerr.AnswerLost).
+var errMaybeCommitted = errors.New("the answer to the pipeline's COMMIT was lost")
 
 // endOpenTx rolls back what a failed pipeline left open on conn (a
 // failed statement leaves its transaction open and aborted), so its locks

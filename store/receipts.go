@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -66,7 +67,9 @@ type ReceiptsConfig struct {
 // conversation_member row, so group commit, which locks the senders' member
 // rows, never waits for it nor it for group commit (migration 0009).
 // Concurrency: MarkRead, Pending and Delivered are safe for concurrent use;
-// one goroutine owns the read batches and one the delivered batches. Close
+// one goroutine owns the read batches (a batch whose COMMIT's answer was
+// lost is settled on one of its own, its pairs held out of later
+// batches meanwhile) and one the delivered batches. Close
 // stops accepting receipts, commits what is pending and waits for both.
 type Receipts struct {
 	st  *Store
@@ -77,9 +80,19 @@ type Receipts struct {
 	reads   map[memberKey]*pendingRead
 	rclosed bool
 	rwake   chan struct{}
+	// settling holds the pairs of read batches whose COMMIT's answer
+	// was lost while another goroutine asks what became of them: their
+	// next receipts wait for that, the other pairs' do not.
+	settling map[memberKey]bool
+	settlers sync.WaitGroup
 
 	delivered *DeliveredBuffer
 	dwriter   *coalesce.Writer[memberKey, int64]
+	// lostDelivered holds, per pair, the watermark and events of a
+	// delivered write whose COMMIT's answer was lost: it may have
+	// committed, and then writing it again moves nothing and makes no
+	// event. Owned by the delivered writer's goroutine (flushDelivered).
+	lostDelivered map[memberKey]lostDelivery
 
 	readFlushes      atomic.Int64
 	deliveredFlushes atomic.Int64
@@ -116,6 +129,13 @@ func (b *DeliveredBuffer) Delivered(conversationID, userID, seq int64) {
 }
 
 type memberKey struct{ conv, user int64 }
+
+// lostDelivery is a delivered watermark written by a flush whose COMMIT's
+// answer was lost, and the delivery.updated events it wrote with it.
+type lostDelivery struct {
+	seq    int64
+	events []chat.Event
+}
 
 type readWaiter struct {
 	seq  int64
@@ -160,9 +180,9 @@ func NewReceipts(st *Store, cfg ReceiptsConfig) (*Receipts, error) {
 	}
 	r := &Receipts{
 		st: st, cfg: cfg, log: cfg.Logger,
-		reads: map[memberKey]*pendingRead{}, rwake: make(chan struct{}, 1),
-		delivered: cfg.Delivered,
-		stop:      make(chan struct{}),
+		reads: map[memberKey]*pendingRead{}, rwake: make(chan struct{}, 1), settling: map[memberKey]bool{},
+		delivered: cfg.Delivered, lostDelivered: map[memberKey]lostDelivery{},
+		stop: make(chan struct{}),
 		m: receiptMetrics{
 			flushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chat_receipt_flushes_total",
 				Help: "Committed watermark batch transactions, by kind (read, delivered)."}, []string{"kind"}),
@@ -278,8 +298,18 @@ func (r *Receipts) runReads() {
 		case <-r.rwake:
 			r.drainReads()
 		case <-r.stop:
-			r.drainReads()
-			return
+			// Receipts of pairs whose batch is settling are written
+			// once it is settled.
+			for {
+				r.drainReads()
+				r.settlers.Wait()
+				r.rmu.Lock()
+				idle := len(r.reads) == 0
+				r.rmu.Unlock()
+				if idle {
+					return
+				}
+			}
 		}
 	}
 }
@@ -297,15 +327,18 @@ func (r *Receipts) drainReads() {
 func (r *Receipts) takeReads() map[memberKey]*pendingRead {
 	r.rmu.Lock()
 	defer r.rmu.Unlock()
-	if len(r.reads) <= r.cfg.MaxBatch {
+	if len(r.reads) <= r.cfg.MaxBatch && len(r.settling) == 0 {
 		b := r.reads
 		r.reads = map[memberKey]*pendingRead{}
 		return b
 	}
-	b := make(map[memberKey]*pendingRead, r.cfg.MaxBatch)
+	b := make(map[memberKey]*pendingRead, min(len(r.reads), r.cfg.MaxBatch))
 	for k, p := range r.reads {
 		if len(b) == r.cfg.MaxBatch {
 			break
+		}
+		if r.settling[k] {
+			continue
 		}
 		b[k] = p
 		delete(r.reads, k)
@@ -367,16 +400,49 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	for i, k := range keys {
 		convs[i], users[i], seqs[i] = k.conv, k.user, batch[k].seq
 	}
-	var out readOutcome
+	out := &readOutcome{}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FlushTimeout)
-	defer cancel()
 	err := r.withRetry(ctx, func() error {
 		out.reset()
-		return r.st.inTx(ctx, "mark read", func(tx pgx.Tx) error {
-			return markReadsTx(ctx, tx, keys, convs, users, seqs, &out)
+		return r.st.inTxUnsettled(ctx, "mark read", func(tx pgx.Tx) error {
+			return markReadsTx(ctx, tx, keys, convs, users, seqs, out)
 		})
 	})
 	r.m.batch.WithLabelValues("read").Observe(float64(len(keys)))
+	var doubt *commitInDoubt
+	if !errors.As(err, &doubt) {
+		cancel()
+		r.answerFlush(batch, keys, out, err)
+		return
+	}
+	// What became of the transaction is asked on a goroutine of its
+	// own (pgerr.Committed waits up to 5 s for one in progress), so the
+	// other pairs' receipts are written meanwhile. This batch's pairs
+	// wait for the answer: a pair's receipts are written, answered and
+	// published in order.
+	r.rmu.Lock()
+	for _, k := range keys {
+		r.settling[k] = true
+	}
+	r.rmu.Unlock()
+	r.settlers.Add(1)
+	go func() {
+		defer r.settlers.Done()
+		err := r.st.settle(ctx, doubt)
+		cancel()
+		r.answerFlush(batch, keys, out, err)
+		r.rmu.Lock()
+		for _, k := range keys {
+			delete(r.settling, k)
+		}
+		r.rmu.Unlock()
+		signal(r.rwake)
+	}()
+}
+
+// answerFlush answers the waiters of a read batch whose transaction
+// ended with err, and publishes its events when it committed.
+func (r *Receipts) answerFlush(batch map[memberKey]*pendingRead, keys []memberKey, out *readOutcome, err error) {
 	if err != nil {
 		r.m.errors.WithLabelValues("read").Inc()
 		for _, p := range batch {
@@ -391,7 +457,7 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	if len(out.events) > 0 {
 		r.st.wakeRelay()
 	}
-	answerReads(batch, keys, &out)
+	answerReads(batch, keys, out)
 	r.st.publish(out.events...)
 }
 
@@ -573,7 +639,21 @@ WHERE d.delivered_seq < EXCLUDED.delivered_seq`
 // steps only makes an event redundant, never false: the upsert moves rows
 // forward only, and after it each row's delivered watermark is at least
 // what its event says.
+//
+// A flush whose COMMIT's answer was lost (errMaybeCommitted) may have
+// committed: its outbox rows then reach the other nodes, but this node
+// skips its own rows in Kafka, and the write of the same batch again
+// finds nothing to move and makes no event. So its watermarks and events
+// are kept (lostDelivered), and the next flush first reads those
+// watermarks: the events of one that is there are published (should
+// another writer have moved it instead, they are still true: the
+// watermark is at least what they say). One that is not there is
+// covered by the flush that writes its pair again (moved from below it,
+// with an event for every sender it moves over).
 func (r *Receipts) flushDelivered(ctx context.Context, batch map[memberKey]int64) error {
+	if err := r.publishLostDelivered(ctx); err != nil {
+		return err
+	}
 	keys := sortedKeys(batch)
 	convs := make([]int64, len(keys))
 	users := make([]int64, len(keys))
@@ -632,7 +712,15 @@ func (r *Receipts) flushDelivered(ctx context.Context, batch map[memberKey]int64
 	})
 	r.m.batch.WithLabelValues("delivered").Observe(float64(len(keys)))
 	if err != nil {
+		if errors.Is(err, errMaybeCommitted) {
+			r.keepLostDelivered(mc, mu, ms, events)
+		}
 		return err
+	}
+	for k, seq := range batch {
+		if l, ok := r.lostDelivered[k]; ok && seq >= l.seq {
+			delete(r.lostDelivered, k)
+		}
 	}
 	r.deliveredFlushes.Add(1)
 	r.m.flushes.WithLabelValues("delivered").Inc()
@@ -640,5 +728,65 @@ func (r *Receipts) flushDelivered(ctx context.Context, batch map[memberKey]int64
 		r.log.Info("delivered watermarks: flushing again")
 	}
 	r.st.publish(events...)
+	return nil
+}
+
+// lostDeliveredSQL answers which of the pairs' delivered watermarks are
+// at or past the seqs given (as deliveredPlanSQL reads them).
+const lostDeliveredSQL = `
+SELECT r.conversation_id, r.user_id
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS r(conversation_id, user_id, seq)
+CROSS JOIN LATERAL (
+  SELECT GREATEST(m.last_delivered_seq, CASE WHEN ` + readMovesDeliveredSQL + ` THEN m.last_read_seq ELSE 0 END) AS cur
+  FROM member_watermark m
+  WHERE m.conversation_id = r.conversation_id AND m.user_id = r.user_id LIMIT 1) m
+WHERE m.cur >= r.seq`
+
+// keepLostDelivered keeps the watermarks (convs, users, seqs) of a flush
+// whose COMMIT's answer was lost, each with its events, replacing what
+// an earlier lost flush kept for the same pair: this one planned from
+// the watermark as it found it, below the earlier one's, so its events
+// cover the earlier ones'.
+func (r *Receipts) keepLostDelivered(convs, users, seqs []int64, events []chat.Event) {
+	for i := range convs {
+		r.lostDelivered[memberKey{convs[i], users[i]}] = lostDelivery{seq: seqs[i]}
+	}
+	for _, ev := range events {
+		k := memberKey{ev.ConversationID, ev.UserID}
+		l := r.lostDelivered[k]
+		l.events = append(l.events, ev)
+		r.lostDelivered[k] = l
+	}
+}
+
+// publishLostDelivered publishes the events of the lost flushes' watermarks
+// that are there now, and forgets them.
+func (r *Receipts) publishLostDelivered(ctx context.Context) error {
+	if len(r.lostDelivered) == 0 {
+		return nil
+	}
+	keys := sortedKeys(r.lostDelivered)
+	convs, users, seqs := make([]int64, len(keys)), make([]int64, len(keys)), make([]int64, len(keys))
+	for i, k := range keys {
+		convs[i], users[i], seqs[i] = k.conv, k.user, r.lostDelivered[k].seq
+	}
+	rows, err := r.st.pool.Query(ctx, lostDeliveredSQL, convs, users, seqs)
+	if err != nil {
+		return classify("save delivered watermarks", fmt.Errorf("read the watermarks of a flush whose answer was lost: %w", err))
+	}
+	there, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (memberKey, error) {
+		var k memberKey
+		err := row.Scan(&k.conv, &k.user)
+		return k, err
+	})
+	if err != nil {
+		return classify("save delivered watermarks", fmt.Errorf("read the watermarks of a flush whose answer was lost: %w", err))
+	}
+	var evs []chat.Event
+	for _, k := range there {
+		evs = append(evs, r.lostDelivered[k].events...)
+		delete(r.lostDelivered, k)
+	}
+	r.st.publish(evs...)
 	return nil
 }

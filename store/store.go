@@ -235,32 +235,72 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) erro
 // transaction whose COMMIT lost its answer and whose outcome the pool
 // could not tell ("" for every other failure).
 func (s *Store) inTxOutcome(ctx context.Context, op string, fn func(pgx.Tx) error) (unknown string, err error) {
+	err = s.inTxUnsettled(ctx, op, fn)
+	if d, ok := err.(*commitInDoubt); ok {
+		return s.askOutcome(ctx, d)
+	}
+	return "", err
+}
+
+// commitInDoubt is the failure of a COMMIT whose answer was lost
+// (pgerr.AnswerLost): transaction xid may have committed.
+type commitInDoubt struct {
+	op, xid string
+	err     error
+}
+
+func (d *commitInDoubt) Error() string {
+	return fmt.Sprintf("%s: commit: %v (whether it committed is not known yet)", d.op, d.err)
+}
+
+func (d *commitInDoubt) Unwrap() error { return d.err }
+
+// inTxUnsettled is inTx that does not ask what became of a transaction
+// whose COMMIT's answer was lost: it returns a *commitInDoubt for
+// settle, so that a caller that must not wait for the answer (a writer
+// other callers queue behind) can ask elsewhere.
+func (s *Store) inTxUnsettled(ctx context.Context, op string, fn func(pgx.Tx) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
-		return "", classify(op, fmt.Errorf("begin: %w", err))
+		return classify(op, fmt.Errorf("begin: %w", err))
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if err := fn(tx); err != nil {
-		return "", classify(op, err)
+		return classify(op, err)
 	}
 	// NULL when fn wrote nothing (no id assigned, none taken for it):
 	// then whether the COMMIT went through changes nothing.
 	var xid *string
 	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned()::text`).Scan(&xid); err != nil {
-		return "", classify(op, fmt.Errorf("read the transaction id: %w", err))
+		return classify(op, fmt.Errorf("read the transaction id: %w", err))
 	}
 	err = tx.Commit(ctx)
 	if err == nil || xid == nil && pgerr.AnswerLost(err) {
-		return "", nil
+		return nil
 	}
 	if !pgerr.AnswerLost(err) {
-		return "", classify(op, fmt.Errorf("commit: %w", err))
+		return classify(op, fmt.Errorf("commit: %w", err))
 	}
-	if cerr := pgerr.Committed(ctx, s.pool, *xid); cerr != nil {
+	return &commitInDoubt{op: op, xid: *xid, err: err}
+}
+
+// settle asks the pool what became of d's transaction (pgerr.Committed,
+// up to 5 s): nil when it committed, else d's failure classified.
+func (s *Store) settle(ctx context.Context, d *commitInDoubt) error {
+	_, err := s.askOutcome(ctx, d)
+	return err
+}
+
+// askOutcome is settle that also returns d's transaction id when the
+// pool could not tell what became of it either (not when PostgreSQL said
+// it did not commit).
+func (s *Store) askOutcome(ctx context.Context, d *commitInDoubt) (unknown string, err error) {
+	if cerr := pgerr.Committed(ctx, s.pool, d.xid); cerr != nil {
+		err := classify(d.op, fmt.Errorf("commit: %w (whether it committed: %w)", d.err, cerr))
 		if errors.Is(cerr, pgerr.ErrNotCommitted) {
-			return "", classify(op, fmt.Errorf("commit: %w (whether it committed: %w)", err, cerr))
+			return "", err
 		}
-		return *xid, classify(op, fmt.Errorf("commit: %w (whether it committed: %w)", err, cerr))
+		return d.xid, err
 	}
 	return "", nil
 }

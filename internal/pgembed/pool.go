@@ -15,6 +15,11 @@ import (
 // an unreachable database fails fast instead of hanging a publisher.
 const defaultConnectTimeout = 5 * time.Second
 
+// IdleInTransactionTimeout is how long PostgreSQL lets a connection of
+// chatd's pools sit idle in a transaction before it ends the session
+// (idle_in_transaction_session_timeout), unless the database URL says.
+const IdleInTransactionTimeout = "10s"
+
 // URLError is a database URL that cannot be used as written: it does not
 // parse, or its pool_max_conns contradicts the pool size set apart. Unlike
 // a database that does not answer, trying again cannot help.
@@ -79,6 +84,19 @@ func OpenPool(ctx context.Context, url string, maxConns int32, opts ...PoolOptio
 	// (jit=on).
 	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
 		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
+	// A transaction whose client's connection died with nothing telling
+	// PostgreSQL (a network cut, a proxy that restarted) stays open,
+	// idle in transaction, until the server's TCP keepalives find the
+	// connection dead, two hours by default: meanwhile it holds its row
+	// locks, a conversation's row among them, and every send to that
+	// conversation waits on it. chatd's transactions wait on nothing but
+	// PostgreSQL between their statements (a few milliseconds of Go), so
+	// 10 s idle is an orphan, not a slow transaction, and bounds the
+	// stall. The one transaction that waits on something else, a round of
+	// blob deletions, turns it off for itself (Attachments.DeleteBlobs).
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = IdleInTransactionTimeout
 	}
 	// Times leave the store in UTC whatever the host's zone, so every
 	// createdAt, lastSeen and joinedAt a client sees reads "...Z", as

@@ -40,6 +40,8 @@ type losing struct {
 	before func()
 	done   chan struct{}
 	reset  bool // LoseAnswerReset
+	orphan bool // Orphan
+	drop   bool // LoseRequest
 }
 
 // NewAnswerLosing puts the proxy in front of pool's database (a Unix
@@ -125,6 +127,35 @@ func (a *AnswerLosing) LoseAnswers(match string) (stop func()) {
 	}
 }
 
+// Orphan arms the proxy once: the transaction that runs the next
+// statement whose text contains match goes to PostgreSQL up to its
+// COMMIT (a simple query), which the proxy does not forward: it closes
+// the client's connection instead and keeps its own to PostgreSQL open,
+// as when chatd's side of a connection died mid-transaction and nothing
+// told PostgreSQL. The backend stays idle in transaction, its locks held
+// and its transaction in progress, until PostgreSQL ends it (a timeout)
+// or the test does. The channel is closed when the client's connection
+// is.
+func (a *AnswerLosing) Orphan(match string) <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.armed = &losing{match: match, done: make(chan struct{}), orphan: true}
+	return a.armed.done
+}
+
+// LoseRequest arms the proxy once: the next statement run whose text
+// contains match (a simple query, or the execution of a prepared
+// statement whose text does) is not forwarded; the proxy closes both connections instead, as when the
+// network failed with the request on its way. PostgreSQL never runs it,
+// and the client cannot tell that from a lost answer. The channel is
+// closed when the connections are.
+func (a *AnswerLosing) LoseRequest(match string) <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.armed = &losing{match: match, done: make(chan struct{}), drop: true}
+	return a.armed.done
+}
+
 // take returns the armed losing if text contains its match, disarming it.
 func (a *AnswerLosing) take(text string) *losing {
 	a.mu.Lock()
@@ -185,16 +216,22 @@ type session struct {
 	a              *AnswerLosing
 	client, server net.Conn
 
-	mu     sync.Mutex
-	sent   int               // requests forwarded that PostgreSQL answers with ReadyForQuery
-	lose   *losing           // the answer to lose, from request loseAt on
-	loseAt int               // 0: none
-	stmts  map[string]string // prepared statements' texts by name
+	mu       sync.Mutex
+	orphaned bool              // Orphan: the server connection outlives the client's
+	sent     int               // requests forwarded that PostgreSQL answers with ReadyForQuery
+	lose     *losing           // the answer to lose, from request loseAt on
+	loseAt   int               // 0: none
+	stmts    map[string]string // prepared statements' texts by name
 }
 
 func (s *session) stop() {
 	s.client.Close()
-	s.server.Close()
+	s.mu.Lock()
+	orphaned := s.orphaned
+	s.mu.Unlock()
+	if !orphaned {
+		s.server.Close()
+	}
 }
 
 // up forwards what the client sends, noting the requests that end in
@@ -219,13 +256,31 @@ func (s *session) up() {
 		case first:
 			s.sent++
 		case msg[0] == 'Q':
-			s.arm(cstrings(msg[5:], 1)[0])
+			text := cstrings(msg[5:], 1)[0]
+			if l := s.lose; l != nil && l.orphan && strings.EqualFold(strings.TrimSpace(text), "commit") {
+				s.orphaned = true
+				s.mu.Unlock()
+				s.client.Close()
+				close(l.done)
+				return
+			}
+			if l := s.arm(text); l != nil {
+				s.mu.Unlock()
+				s.stop()
+				close(l.done)
+				return
+			}
 			s.sent++
 		case msg[0] == 'P':
 			f := cstrings(msg[5:], 2)
 			s.stmts[f[0]] = f[1]
 		case msg[0] == 'B':
-			s.arm(s.stmts[cstrings(msg[5:], 2)[1]])
+			if l := s.arm(s.stmts[cstrings(msg[5:], 2)[1]]); l != nil {
+				s.mu.Unlock()
+				s.stop()
+				close(l.done)
+				return
+			}
 		case msg[0] == 'S':
 			s.sent++
 		}
@@ -237,14 +292,22 @@ func (s *session) up() {
 }
 
 // arm makes the request being sent (the next one answered) lose the
-// answer that ends its transaction, if text is the armed statement's.
-func (s *session) arm(text string) {
+// answer that ends its transaction, if text is the armed statement's;
+// an armed LoseRequest it returns instead, for the caller to drop the
+// request.
+func (s *session) arm(text string) *losing {
 	if s.lose != nil {
-		return
+		return nil
 	}
-	if l := s.a.take(text); l != nil {
+	l := s.a.take(text)
+	switch {
+	case l == nil:
+	case l.drop:
+		return l
+	default:
 		s.lose, s.loseAt = l, s.sent+1
 	}
+	return nil
 }
 
 // down forwards what PostgreSQL answers, holding back the answers from
