@@ -964,7 +964,10 @@ $$;
 -- starts now: cursors at every conversation's last_seq (persistent) or
 -- none, subscriptions an empty record (persistent) or none. A resume drops
 -- the cursors of conversations the user left (end_seq, migration 0026)
--- once the session acknowledged everything it was owed there.
+-- once the session acknowledged everything it was owed there. A new
+-- persistent session forgets the user's offline persistent sessions
+-- beyond the 100 most recently seen (store.MaxOfflineSessions): their
+-- next connect finds no session, as after an expiry.
 --
 -- Taking a session over from a connection that may still be open in
 -- another chatd process (a device that moved to another node) sends
@@ -1071,6 +1074,22 @@ BEGIN
     END IF;
     DELETE FROM session_cursor WHERE client_id = p_client;
     IF p_persistent THEN
+        -- A new persistent session: the user's offline ones beyond the
+        -- 100 most recently seen (store.MaxOfflineSessions) are forgotten,
+        -- as if expired. Every leave of a group writes a cursor row for
+        -- each persistent session of its user under the group's lock
+        -- (store.oweUntilLeave), and the connection cap counts live
+        -- connections only: one account connecting with a new client id
+        -- a second piled up 86,400 sessions a day. Only sessions no
+        -- connection holds (conn_token cleared by chat_sessions_touch),
+        -- and none another statement holds (SKIP LOCKED: this never
+        -- waits, holding p_client's row, for another session's lock).
+        DELETE FROM chat_session WHERE client_id IN (
+            SELECT s.client_id FROM chat_session s
+            WHERE s.user_id = p_user AND s.persistent AND s.conn_token IS NULL AND s.client_id <> p_client
+            ORDER BY s.last_seen_at DESC, s.client_id DESC
+            OFFSET 100
+            FOR UPDATE SKIP LOCKED);
         -- Each of the user's conversations by key (LATERAL ... LIMIT 1):
         -- planned from an unanalyzed table's guesses, a join read every
         -- conversation of the node at every connect.

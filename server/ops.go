@@ -1,11 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"crypto"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -14,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -438,21 +441,98 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	}
 }
 
+// answeredBodyGrace is how long the rest of a request's body may take to
+// arrive once the request is being answered without it.
+const answeredBodyGrace = 2 * time.Second
+
 // bodyDeadline gives a request that has a body requestBodyTimeout to send
 // it: a body that never arrives in full would otherwise hold its
-// connection and handler forever, and net/http reads what a handler left
-// unread (the body of a request refused with 401, say) before it answers.
-// A handler that reads the body and then runs longer clears the deadline
-// (httpapi does), or net/http's read behind it would time out and cancel
-// the request's context.
+// connection and handler forever. A handler that reads the body and then
+// runs longer clears the deadline (httpapi does), or net/http's read
+// behind it would time out and cancel the request's context.
+//
+// A request answered before its body was read to its end (refused with
+// 401 before the token is looked at, 413 past the limit, a file served to
+// a GET that announced a body) leaves the rest to net/http, which reads up
+// to 256 KiB of it before it writes the answer. That read gets
+// answeredBodyGrace from when the answer starts (or the handler returns):
+// a body sent with its request is there by then and the connection is
+// kept, while one that does not come is not waited for (the answer goes
+// out with Connection: close). With the body's own deadline, a client
+// with no account held a connection a minute with headers alone, as many
+// as it opened (the HTTP cap does not count a connection whose request is
+// running), and with the deadline httpapi clears once it has read up to
+// its limit, for ever.
 func bodyDeadline(next http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+		if r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
 		}
-		next.ServeHTTP(w, r)
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(timeout))
+		body := &bodyEnd{ReadCloser: r.Body}
+		r.Body = body
+		aw := &answering{ResponseWriter: w, rc: rc, body: body}
+		next.ServeHTTP(aw, r)
+		aw.start()
 	})
 }
+
+// bodyEnd is a request body that tells whether it was read to its end.
+type bodyEnd struct {
+	io.ReadCloser
+	ended atomic.Bool
+}
+
+func (b *bodyEnd) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.ended.Store(true)
+	}
+	return n, err
+}
+
+// answering is a response that, once it starts (or its handler returns),
+// gives the rest of a body not read to its end answeredBodyGrace to
+// arrive (bodyDeadline).
+type answering struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	body    *bodyEnd
+	started bool
+}
+
+func (a *answering) start() {
+	if a.started {
+		return
+	}
+	a.started = true
+	if !a.body.ended.Load() {
+		_ = a.rc.SetReadDeadline(time.Now().Add(answeredBodyGrace))
+	}
+}
+
+func (a *answering) WriteHeader(code int) {
+	if code >= 200 {
+		a.start()
+	}
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *answering) Write(b []byte) (int, error) {
+	a.start()
+	return a.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (a *answering) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// Flush and Hijack keep what the writer underneath offers to handlers
+// that assert it (a WebSocket upgrade asserts http.Hijacker).
+func (a *answering) Flush() { _ = a.rc.Flush() }
+
+func (a *answering) Hijack() (net.Conn, *bufio.ReadWriter, error) { return a.rc.Hijack() }
 
 func (s *Server) serve(name string, srv *http.Server, ln net.Listener) {
 	go func() {

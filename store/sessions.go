@@ -517,3 +517,8 @@ func (s *Sessions) Members(ctx context.Context, conversationID int64) (chat.Rout
 	}
 	return r, nil
 }
+
+// MaxOfflineSessions is how many persistent sessions with no connection
+// one user keeps: opening a new persistent session forgets the user's
+// least recently seen offline ones beyond it (chat_session_open).
+const MaxOfflineSessions = 100
