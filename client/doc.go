@@ -173,8 +173,11 @@
 // without bringing the conversation back. While chatd is asked, the
 // entry and the events of its conversation that come after it wait, and
 // follow the answer in the order they came, but typing (which is of
-// now), read.updated and delivery.updated (watermarks, not entries of the
-// stream), which go on at once;
+// now), and read.updated and delivery.updated that name a seq the
+// application has (below the join entry's, or at most the highest seq
+// of the user's own changes that Send, Apply or Commit returned there in
+// this run), which go on at once; one naming a seq it has not been
+// handed follows that entry, as docs/protocol.md promises a receipt does;
 // the other conversations' events go on meanwhile (Close ends the question, and what it held is
 // not handed on). chatd is asked 3 times at most (each up to
 // RequestTimeout), and not once the client stopped connecting (Err),
