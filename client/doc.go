@@ -323,7 +323,9 @@
 // is read (upload.get) before a new ticket is asked for. Complete with
 // the file (its size, of the type declared or, sniffed, one of its kind),
 // it is returned as the lost answer would have been; still pending (the
-// bytes never arrived), a new ticket takes the file; sent already or in
+// bytes never arrived), a new ticket takes the file on the next attempt
+// (none is taken on the last, UploadOptions.Attempts: chatd charges a
+// ticket as it is taken, and Upload fails instead); sent already or in
 // use as an avatar (ErrInvalid), recalled or released (ErrGone), Upload
 // fails saying so rather than upload the file a second time; its error
 // says what became of the upload and why it was read (its URL expired,
