@@ -54,7 +54,10 @@ type UploadOptions struct {
 	// (429, 503) once the time its answer says has passed (a refusal
 	// asking for more than 5 minutes, or for longer than the context has
 	// left, is returned at once). It also bounds the ticket requests
-	// refused for now.
+	// refused for now. A PUT whose URL no longer takes the file (expired,
+	// or its upload deleted) is followed by a new ticket only if an
+	// attempt is left to send the file to: chatd charges a ticket as it
+	// is taken.
 	Attempts int
 	// Purpose is "" (or "message") for a message's file, "avatar" for a
 	// picture to name as ProfileUpdate.AvatarUploadID or
@@ -170,6 +173,18 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 		c.cfg.Logger.Info("chatd deleted the upload before its bytes were completed; taking a new ticket", "name", name, "upload", t.UploadID, "err", err)
 		return newTicket()
 	}
+	// ticketForNext takes a new ticket (take: newTicket, or renew) for
+	// the attempt after attempt to send the file to, t's URL taking it
+	// no more (expired, refused, or its upload deleted). On the Upload's
+	// last attempt it takes none and reports false: chatd charges a
+	// ticket against the day's upload bytes and the upload rate as it is
+	// taken, and no attempt would be left to send the file to it.
+	ticketForNext := func(attempt int, take func() error) (bool, error) {
+		if attempt+1 >= attempts {
+			return false, nil
+		}
+		return true, take()
+	}
 	var last error
 	// stored: chatd answered 409, complete already: an earlier PUT got
 	// through but its answer was lost (chatd answers the same bytes sent
@@ -250,21 +265,20 @@ func (c *Client) upload(ctx context.Context, conversationID int64, name string, 
 				return a, err
 			}
 			last = err // what the attempts ended on, if they all do
-			if err := newTicket(); err != nil {
+			if taken, err := ticketForNext(attempt, newTicket); err != nil {
 				return Attachment{}, err
+			} else if !taken {
+				break // the attempts are spent, on err
 			}
 			continue
 		}
 		if !stored && inBucket && errors.Is(err, ErrNotFound) && errors.As(err, &ce) && ce.Op == "rpc upload.complete" {
 			// The store took the bytes, but chatd deleted the upload
-			// before they were completed (see renewed). With no attempt
-			// left to send them to a new ticket's URL, a ticket taken
-			// would be charged for nothing.
-			if attempt+1 >= attempts {
+			// before they were completed (see renewed).
+			if taken, rerr := ticketForNext(attempt, func() error { return renew(err) }); rerr != nil {
+				return Attachment{}, rerr
+			} else if !taken {
 				return Attachment{}, fmt.Errorf("upload %s: chatd deleted its upload %s before the bytes were completed, no attempt left to send them to a new one: %w", name, t.UploadID, err)
-			}
-			if err := renew(err); err != nil {
-				return Attachment{}, err
 			}
 			last = err
 			continue

@@ -29,6 +29,12 @@ type dispatcher struct {
 	posMu sync.Mutex
 	have  map[int64]int64 // highest contiguous seq handed on, per conversation
 	start map[int64]int64 // Config.Positions not used yet
+	// sent is, per conversation, the highest seq of the user's own
+	// changes (messages, edits, recalls, reactions) that a caller was
+	// told by Send, Apply or Commit in this run: the application knows
+	// those seqs, whether or not Events carried their entries yet (see
+	// waitsForEntries). Written by the send loops.
+	sent map[int64]int64
 
 	// Catch-up state, owned by run's goroutine. targets are the inbox
 	// lastSeqs, per conversation, that have to be reached after a
@@ -159,7 +165,7 @@ const (
 
 func newDispatcher(c *Client, positions map[int64]int64, buffer int) *dispatcher {
 	d := &dispatcher{c: c, out: make(chan Event, buffer), wake: make(chan struct{}, 1),
-		have: map[int64]int64{}, start: map[int64]int64{},
+		have: map[int64]int64{}, start: map[int64]int64{}, sent: map[int64]int64{},
 		targets: map[int64]int64{}, left: map[int64]int64{}, gone: map[int64]bool{}, owed: map[int64]int64{},
 		joined: map[int64]int64{}, liveAt: map[int64]uint64{},
 		seenAt: map[int64]time.Time{}, asks: map[int64]*joinAsk{}}
@@ -311,7 +317,7 @@ func (d *dispatcher) handle(payload []byte) {
 // apply applies one event from the events topic (slim: see message),
 // unless its conversation's events are held (asks): then it waits there.
 func (d *dispatcher) apply(ev Event, slim bool) {
-	if a := d.asks[ev.ConversationID]; a != nil && waitsForEntries(ev.Type) {
+	if a := d.asks[ev.ConversationID]; a != nil && d.waitsForEntries(ev, a.seq) {
 		if isEntry(ev.Type) {
 			// Activity on the events topic: see checkTargets.
 			now := time.Now()
@@ -361,8 +367,8 @@ func (d *dispatcher) apply(ev Event, slim bool) {
 	}
 }
 
-// waitsForEntries reports whether an event of type typ of a conversation
-// whose join entry chatd is being asked about (askJoin) waits with the
+// waitsForEntries reports whether ev, of a conversation whose join entry
+// (at seq join) chatd is being asked about (askJoin), waits with the
 // conversation's entries for the answer, which can take 3 request
 // timeouts (45 s by default), rather than going on at once. Only what
 // the held entries' order bears on waits:
@@ -376,23 +382,56 @@ func (d *dispatcher) apply(ev Event, slim bool) {
 //     an ended membership, or the start of a new one);
 //   - error (chatd's, or the client's refusal of a send there): a refusal
 //     such as not_member follows the removal that explains it;
+//   - a read.updated or delivery.updated naming a seq at or above the
+//     join entry's, unless the application was told that seq (below);
 //   - a type this client does not know: its order may matter.
 //
-// Typing, read.updated and delivery.updated go on at once: none is an
-// entry of the stream (docs/protocol.md: live notifications, not
-// replayed), typing is of now, and a watermark is a seq an application
-// keeps the highest of, whether or not the entry it names has come
-// (after a reconnection it reads watermarks from the inbox ahead of the
-// entries a catch-up still brings). Held, they came up to that long
-// late: someone typing long after they stopped, a message shown unread
-// long after it was read. Presence and profile.updated belong to no
+// Typing goes on at once: it is of now, and held it came up to that
+// long late, someone typing long after they stopped. So do read.updated
+// and delivery.updated that name a seq the application has: below the
+// join entry's, an entry handed on already (the held ones start at the
+// join entry), or at most the highest seq of the user's own changes
+// that Send, Apply or Commit returned there in this run (sent). Neither
+// is an entry of the stream (docs/protocol.md: live notifications, not
+// replayed), and held they showed a message unread or undelivered long
+// after it was read or delivered. One naming a seq the application has
+// not been handed waits: docs/protocol.md promises that a receipt comes
+// after its entry, and ahead of it an application that counts unread as
+// last seq minus read seq would count below zero, and one that ignores
+// the events of a conversation it does not know yet (its member.added,
+// held too) would lose the watermark for good, since receipts are not
+// replayed. The user's own sends go on at once although their entries
+// (the copies chatd sends its user) are held: the application has their
+// seqs from the call that sent them, counts and shows the message from
+// it, and knows the conversation it sent to, so none of that can go
+// wrong; and delivery.updated, which chatd sends only to a sender about
+// their messages, is what shows them delivered. A receipt of a send
+// whose call did not return its seq (recovered from SessionDir, or its
+// context ended: ErrQueued) waits, as the application learns of that
+// send from its entry. Presence and profile.updated belong to no
 // conversation and are never held.
-func waitsForEntries(typ string) bool {
-	switch typ {
-	case EventTyping, EventReadUpdated, EventDeliveryUpdated, EventPresence, EventProfileUpdated:
+func (d *dispatcher) waitsForEntries(ev Event, join int64) bool {
+	switch ev.Type {
+	case EventTyping, EventPresence, EventProfileUpdated:
 		return false
+	case EventReadUpdated, EventDeliveryUpdated:
+		return ev.Seq >= join && ev.Seq > d.sentSeq(ev.ConversationID)
 	}
 	return true
+}
+
+// noteSent records that a caller was told seq, of the user's own change
+// in conv (see sent).
+func (d *dispatcher) noteSent(conv, seq int64) {
+	d.posMu.Lock()
+	d.sent[conv] = max(d.sent[conv], seq)
+	d.posMu.Unlock()
+}
+
+func (d *dispatcher) sentSeq(conv int64) int64 {
+	d.posMu.Lock()
+	defer d.posMu.Unlock()
+	return d.sent[conv]
 }
 
 // own hands on an event of the client's own (an error), after the held

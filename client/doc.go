@@ -173,8 +173,11 @@
 // without bringing the conversation back. While chatd is asked, the
 // entry and the events of its conversation that come after it wait, and
 // follow the answer in the order they came, but typing (which is of
-// now), read.updated and delivery.updated (watermarks, not entries of the
-// stream), which go on at once;
+// now), and read.updated and delivery.updated that name a seq the
+// application has (below the join entry's, or at most the highest seq
+// of the user's own changes that Send, Apply or Commit returned there in
+// this run), which go on at once; one naming a seq it has not been
+// handed follows that entry, as docs/protocol.md promises a receipt does;
 // the other conversations' events go on meanwhile (Close ends the question, and what it held is
 // not handed on). chatd is asked 3 times at most (each up to
 // RequestTimeout), and not once the client stopped connecting (Err),
@@ -320,7 +323,9 @@
 // is read (upload.get) before a new ticket is asked for. Complete with
 // the file (its size, of the type declared or, sniffed, one of its kind),
 // it is returned as the lost answer would have been; still pending (the
-// bytes never arrived), a new ticket takes the file; sent already or in
+// bytes never arrived), a new ticket takes the file on the next attempt
+// (none is taken on the last, UploadOptions.Attempts: chatd charges a
+// ticket as it is taken, and Upload fails instead); sent already or in
 // use as an avatar (ErrInvalid), recalled or released (ErrGone), Upload
 // fails saying so rather than upload the file a second time; its error
 // says what became of the upload and why it was read (its URL expired,

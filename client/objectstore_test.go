@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -191,5 +192,48 @@ func TestAnUploadWhosePUTsAreAllRefusedSaysWhy(t *testing.T) {
 	}
 	if n := puts.Load(); n != 3 {
 		t.Fatalf("the PUT was sent %d times, want 3 (the attempts)", n)
+	}
+}
+
+// TestAnUploadWhoseLastPUTFindsItsURLExpiredTakesNoTicketItCannotUse: an
+// object store answers every PUT 403 "Request has expired" (the URL's
+// life is over by the time the bytes come: a slow network, a clock far
+// off), which is gone: the next attempt sends the file to a new ticket's
+// URL. On the Upload's last attempt no new ticket is taken: no attempt
+// is left to send the file to it. One was, an upload charged against the
+// day's bytes (and the upload rate) that nothing was ever sent to, on
+// top of the Upload failing.
+func TestAnUploadWhoseLastPUTFindsItsURLExpiredTakesNoTicketItCannotUse(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var urls []string
+	srv := chatdOnFrontedStore(t, func(w http.ResponseWriter, r *http.Request, store http.Handler) {
+		if r.Method != http.MethodPut || r.URL.Query().Get("X-Amz-Signature") == "" {
+			store.ServeHTTP(w, r)
+			return
+		}
+		mu.Lock()
+		urls = append(urls, r.URL.Path)
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>`))
+	})
+	g := groupOf12(t, srv)
+	alice := connect(t, testConfig(t, "mqtt://"+srv.MQTTAddr(), 1))
+	data := []byte("sent after its URL expired, every time")
+	_, err := alice.UploadWithOptions(ctxFor(t, 30*time.Second), g.ID, "notes.txt", bytes.NewReader(data), client.UploadOptions{Attempts: 2})
+	var e *client.Error
+	if !errors.As(err, &e) || e.Code != "gone" || e.Status != http.StatusForbidden || !strings.Contains(e.Message, "Request has expired") {
+		t.Fatalf("upload whose every PUT found its URL expired: %v (%#v), want the store's 403 (gone)", err, e)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(urls) != 2 || urls[0] == urls[1] {
+		t.Fatalf("PUTs to %v, want 2 (the attempts), the second to a new ticket's URL", urls)
+	}
+	if uploads, charged := uploadsOf(t, srv); uploads != 2 || charged != 2*int64(len(data)) {
+		t.Fatalf("%d uploads of user 1 charged %d bytes after the Upload failed, want 2 and %d: a ticket was taken that no attempt was left to send the file to", uploads, charged, 2*len(data))
 	}
 }

@@ -316,6 +316,11 @@ func (c *Client) startSend(p PendingSend, waiter bool) *sendOp {
 		told := op.waiting > 0
 		c.mu.Unlock()
 		close(op.done)
+		if told && op.err == nil && op.out.Seq > 0 {
+			// A caller has the seq (Commit returns it now): a receipt
+			// naming it need not wait for its entry (waitsForEntries).
+			c.disp.noteSent(p.ConversationID, op.out.Seq)
+		}
 		if op.err != nil && !unsent(op.err) {
 			c.cfg.Logger.Info("send refused", "conversation", p.ConversationID, "clientMsgId", p.ClientMsgID, "err", op.err)
 			if !told {

@@ -124,11 +124,13 @@ func TestTypingInAGroupAskedAboutIsNotHeld(t *testing.T) {
 
 // TestReadAndDeliveryUpdatesInAGroupAskedAboutAreNotHeld: while chatd is
 // asked about a group's join entry, the group's entries wait for the
-// answer, but its read.updated and delivery.updated are handed on at
-// once: they are watermarks, not entries of the stream, and held they
-// came after the answer, up to 3 request timeouts later (45s by
-// default), showing a message unread or undelivered long after it was
-// read or delivered.
+// answer, but the read.updated and delivery.updated of the user's own
+// message, whose seq Send returned, are handed on at once, though its
+// entry is held: the application has that seq, and held they came
+// after the answer, up to 3 request timeouts later (45s by default),
+// showing a message unread or undelivered long after it was read or
+// delivered. (Receipts naming a held entry the application was not
+// told of wait: TestAReceiptOfAnEntryHeldForAJoinQuestionComesAfterIt.)
 func TestReadAndDeliveryUpdatesInAGroupAskedAboutAreNotHeld(t *testing.T) {
 	t.Parallel()
 	j := askedAboutAJoinEntry(t, 15*time.Second)
@@ -161,6 +163,67 @@ func TestReadAndDeliveryUpdatesInAGroupAskedAboutAreNotHeld(t *testing.T) {
 		return ev.Type == client.EventReadUpdated && ev.ConversationID == j.g && ev.UserID == 1 && ev.Seq == mine
 	}) {
 		t.Fatalf("user 1's read.updated of %d not handed on within 5s while chatd was asked about the group's join entry", mine)
+	}
+}
+
+// TestAReceiptOfAnEntryHeldForAJoinQuestionComesAfterIt: while chatd is
+// asked about a group's join entry, a read.updated naming a seq at or
+// above the join entry's (user 2 reading, on another device, a message
+// held with it) waits with the entries and follows the message it
+// names, as docs/protocol.md promises; one naming a seq below the join
+// entry's, an entry handed on already, goes on at once. The read.updated
+// came at once, ahead of the join entry and of the message: an
+// application counting unread as last seq minus read seq counted below
+// zero, and one ignoring the events of a group it does not know yet
+// (its member.added held too) lost the watermark for good, since
+// receipts are not replayed.
+func TestAReceiptOfAnEntryHeldForAJoinQuestionComesAfterIt(t *testing.T) {
+	t.Parallel()
+	j := askedAboutAJoinEntry(t, 15*time.Second)
+	ctx := ctxFor(t, 60*time.Second)
+	held := sendN(t, j.a, j.g, 1, "while asked")
+	join := held[0] - 1 // the join entry, held (TestOtherConversationsEventsComeWhileChatdIsAskedAboutAJoinEntry)
+	other := connect(t, testConfig(t, "mqtt://"+j.srv.MQTTAddr(), 2))
+	if _, err := other.MarkReadNow(ctx, j.g, held[0]); err != nil {
+		t.Fatalf("user 2 reads %d on another device: %v", held[0], err)
+	}
+	// A watermark of an entry the application has: below the join entry.
+	below := join - 1
+	j.b.InjectEvent(fmt.Appendf(nil, `{"type":"read.updated","conversationId":%d,"userId":1,"seq":%d}`, j.g, below))
+	busy := sendN(t, j.a, j.busy, 1, "after the read")
+	sawBelow := false
+	if !watchEvents(t, j.b, 10*time.Second, func(ev client.Event) bool {
+		if ev.ConversationID == j.g && isEntryType(ev.Type) {
+			t.Fatalf("entry %d of the group (%s) handed on while chatd was asked about its join entry", ev.Seq, ev.Type)
+		}
+		if ev.Type == client.EventReadUpdated && ev.ConversationID == j.g {
+			if ev.Seq >= join {
+				t.Fatalf("user %d's read.updated of %d handed on before the entry it names: the join entry %d and what follows it are held", ev.UserID, ev.Seq, join)
+			}
+			sawBelow = sawBelow || ev.Seq == below
+		}
+		return ev.Type == client.EventMessageNew && ev.ConversationID == j.busy && ev.Seq == busy[0]
+	}) {
+		t.Fatalf("message %d of another conversation not handed on within 10s while chatd was asked about the group's join entry", busy[0])
+	}
+	if !sawBelow {
+		t.Fatalf("the read.updated of %d, below the join entry %d, not handed on at once while chatd was asked about it", below, join)
+	}
+
+	j.b.DropReplies(nil) // chatd's answer to the next question comes
+	var got []string
+	if !watchEvents(t, j.b, 30*time.Second, func(ev client.Event) bool {
+		if ev.ConversationID != j.g || (!isEntryType(ev.Type) && ev.Type != client.EventReadUpdated) {
+			return false
+		}
+		got = append(got, fmt.Sprintf("%s %d", ev.Type, ev.Seq))
+		return ev.Type == client.EventReadUpdated && ev.UserID == 2
+	}) {
+		t.Fatalf("events of the group within 30s of chatd answering: %v, want user 2's read.updated of %d among them", got, held[0])
+	}
+	want := []string{fmt.Sprintf("system.new %d", join), fmt.Sprintf("message.new %d", held[0]), fmt.Sprintf("read.updated %d", held[0])}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events of the group handed on: %v, want %v (the join entry, the message, then the receipt that names it)", got, want)
 	}
 }
 
