@@ -328,7 +328,11 @@
 // lost is run again, up to 3 times: while the claim holds the push it
 // answers what the lost run did, so the push goes at once, not after its
 // lease; 3 failing, the worker, which alone knows nothing went out,
-// hands the claim back, as a stopping node does. A result batch that did not commit (its connection died before
+// hands the claim back, as a stopping node does, once a lease: a push
+// whose re-reads fail again within a lease of that (a failure that
+// persists, PostgreSQL too slow to answer them) waits out its lease, as
+// a claim whose node died, so it is not claimed and handed back over and
+// over, its attempt given back each time. A result batch that did not commit (its connection died before
 // the COMMIT, or PostgreSQL says it aborted) is written again, up to 3
 // times: left unwritten, its pushes would be sent again after their
 // lease. One that may have committed (PostgreSQL cannot tell,

@@ -361,6 +361,7 @@ func (p *Pusher) send(ctx context.Context) {
 	queue := make(chan *job, p.cfg.QueueSize)
 	results := make(chan result, p.cfg.QueueSize+p.cfg.Workers)
 	sendCtx, cancelSends := context.WithCancel(context.Background())
+	backs := &unreadBacks{lease: p.lease(), at: map[int64]time.Time{}}
 	var workers sync.WaitGroup
 	for range p.cfg.Workers {
 		workers.Add(1)
@@ -378,6 +379,21 @@ func (p *Pusher) send(ctx context.Context) {
 						// handed back as a queued one is (only while
 						// it is still this claim).
 						results <- handBack(j)
+						continue
+					}
+					if err != nil && !backs.handBack(j.id) {
+						// Its re-reads failed again within a lease of
+						// the hand-back below: a failure that persists
+						// (PostgreSQL too slow to answer them in time),
+						// which handing it back again would repeat
+						// claim after claim, its attempt given back each
+						// time. It waits out its lease, as a claim whose
+						// node died: a notification's first claim is
+						// then taken back (takeBackSQL), a retry, a
+						// remove or an update charged the attempt.
+						p.m.errors.WithLabelValues("db").Inc()
+						p.log.Warn("push: reading a queued push again failed again; it is sent when its lease ends", "err", err)
+						results <- result{id: j.id, lost: true}
 						continue
 					}
 					if err != nil {
@@ -417,6 +433,35 @@ func (p *Pusher) send(ctx context.Context) {
 	workers.Wait()
 	close(results)
 	<-writerDone
+}
+
+// unreadBacks remembers, for a lease, the queued pushes this node handed
+// back because their re-reads all failed (recheck): one whose re-reads
+// fail again within it is left to wait out its lease instead, so a
+// failure that persists does not have it claimed and handed back over
+// and over. Safe for concurrent use.
+type unreadBacks struct {
+	mu    sync.Mutex
+	lease time.Duration
+	at    map[int64]time.Time // job id -> when it was handed back
+}
+
+// handBack says whether job id, whose re-reads all failed, is handed
+// back now (and notes it): not when it was within a lease.
+func (u *unreadBacks) handBack(id int64) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := time.Now()
+	for k, at := range u.at {
+		if now.Sub(at) >= u.lease {
+			delete(u.at, k)
+		}
+	}
+	if _, ok := u.at[id]; ok {
+		return false
+	}
+	u.at[id] = now
+	return true
 }
 
 // handBack is the result of claim j handed back unsent by a stopping
