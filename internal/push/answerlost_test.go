@@ -343,3 +343,36 @@ func TestAQueuedPushWhoseRechecksKeepFailingIsNotClaimedOverAndOver(t *testing.T
 	r.quiet("bob", 1, 300*time.Millisecond)
 	r.quiet("carol", 1, 0)
 }
+
+// TestAPushWhoseSendStartMarkKeepsFailingIsNotClaimedOverAndOver: every
+// mark written right before a notification's first request (startSQL)
+// loses its answer, for good. Handed back once, bob's push is claimed
+// again, its mark fails again, and it then waits out its lease (14 s
+// here): it is not claimed and handed back at every tick, nothing sent,
+// its attempt given back each time. Once the marks answer again, it is
+// sent once.
+func TestAPushWhoseSendStartMarkKeepsFailingIsNotClaimedOverAndOver(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	proxy := pgtest.NewAnswerLosing(t, r.pool)
+	r.start(func(c *push.Config) { c.Pool, c.Timeout = proxy.Pool, 3*time.Second })
+	stop := proxy.LoseAnswers("SET unsent_claim = NULL")
+	defer stop()
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.send(conv, 1, "hi bob")
+	// Handed back once (claimed a second time) ...
+	r.waitCount(1, 10*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND claims >= 2`)
+	// ... and then left to its lease.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := r.count(`SELECT max(claims) FROM push_job WHERE user_id = 2`); n > 2 {
+			t.Fatalf("a push whose send-start marks keep failing was claimed %d times, want at most 2 within its lease\njobs:\n%s", n, dumpJobs(r))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	r.waitPushes("bob", 1, 20*time.Second)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	r.quiet("bob", 1, 300*time.Millisecond)
+}

@@ -256,7 +256,10 @@
 // claim (also one made by a chatd that does not name itself) is taken
 // for a send whose outcome is not known, as above (so is a claim whose
 // mark's answer was lost when its hand-back could not be written either
-// before its lease ran out: the database out of reach for that long).
+// before its lease ran out: the database out of reach for that long;
+// and one whose mark failed within a lease of a hand-back of the push
+// that PostgreSQL's failure caused: a failure that persists, left to
+// the lease rather than handed back claim after claim).
 // A push service that
 // hangs holds one worker for at most Timeout, and one user's pushes are at most UserInFlight of those
 // in flight (claimed and leased, by any node: the claim passes over a

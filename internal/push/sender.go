@@ -361,7 +361,6 @@ func (p *Pusher) send(ctx context.Context) {
 	queue := make(chan *job, p.cfg.QueueSize)
 	results := make(chan result, p.cfg.QueueSize+p.cfg.Workers)
 	sendCtx, cancelSends := context.WithCancel(context.Background())
-	backs := &unreadBacks{lease: p.lease(), at: map[int64]time.Time{}}
 	var workers sync.WaitGroup
 	for range p.cfg.Workers {
 		workers.Add(1)
@@ -381,9 +380,11 @@ func (p *Pusher) send(ctx context.Context) {
 						results <- handBack(j)
 						continue
 					}
-					if err != nil && !backs.handBack(j.id) {
-						// Its re-reads failed again within a lease of
-						// the hand-back below: a failure that persists
+					if err != nil && !p.backs.handBack(j.id) {
+						// Its re-reads failed within a lease of a
+						// hand-back of it that PostgreSQL's failure
+						// caused (below, or a failed send-start mark,
+						// process; failedBacks): a failure that persists
 						// (PostgreSQL too slow to answer them in time),
 						// which handing it back again would repeat
 						// claim after claim, its attempt given back each
@@ -435,20 +436,21 @@ func (p *Pusher) send(ctx context.Context) {
 	<-writerDone
 }
 
-// unreadBacks remembers, for a lease, the queued pushes this node handed
-// back because their re-reads all failed (recheck): one whose re-reads
-// fail again within it is left to wait out its lease instead, so a
-// failure that persists does not have it claimed and handed back over
-// and over. Safe for concurrent use.
-type unreadBacks struct {
+// failedBacks remembers, for a lease, the pushes this node handed back
+// because PostgreSQL failed it: their re-reads all failed (recheck), or
+// the mark right before a send (markStarted). One that fails so again
+// within it is left to wait out its lease instead, so a failure that
+// persists does not have it claimed and handed back over and over, its
+// attempt given back each time. Safe for concurrent use.
+type failedBacks struct {
 	mu    sync.Mutex
 	lease time.Duration
 	at    map[int64]time.Time // job id -> when it was handed back
 }
 
-// handBack says whether job id, whose re-reads all failed, is handed
-// back now (and notes it): not when it was within a lease.
-func (u *unreadBacks) handBack(id int64) bool {
+// handBack says whether job id, which PostgreSQL failed, is handed back
+// now (and notes it): not when it was within a lease.
+func (u *failedBacks) handBack(id int64) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := time.Now()
@@ -857,6 +859,17 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		case err != nil && ctx.Err() != nil:
 			// Stopping: nothing went out.
 			return handBack(j)
+		case err != nil && !p.backs.handBack(j.id):
+			// It was handed back so (or after failed re-reads) within
+			// a lease: a failure that persists, which handing it back
+			// again would repeat claim after claim. It waits out its
+			// lease: a mark PostgreSQL did not commit leaves it to be
+			// taken back (takeBackSQL); one it did has it taken for a
+			// send whose outcome is not known, as when PostgreSQL stays
+			// out of reach until the lease ends.
+			p.m.errors.WithLabelValues("db").Inc()
+			p.log.Warn("push: marking a push's send started failed again; it is sent when its lease ends", "err", err)
+			return result{id: j.id, lost: true}
 		case err != nil:
 			// The mark may have committed though its answer was lost
 			// with the connection: the next claim would take the
