@@ -299,3 +299,80 @@ func TestAQueuedPushWhoseRechecksAllLostTheirAnswersIsHandedBack(t *testing.T) {
 	}
 	r.quiet("bob", 1, 300*time.Millisecond)
 }
+
+// TestAQueuedPushWhoseRechecksKeepFailingIsNotClaimedOverAndOver: bob's
+// and carol's pushes wait in the queue behind a push service that
+// hangs, and every re-read of a queued push (recheck) fails, as when
+// PostgreSQL is too slow to answer it in time, for good. Handed back
+// once, each push is claimed again, read again in vain, and then waits
+// out its lease: it is not claimed and handed back over and over, its
+// attempt given back each time (a loop that no MaxAttempts ends). Once
+// the re-reads answer again, each push is sent once, one attempt.
+func TestAQueuedPushWhoseRechecksKeepFailingIsNotClaimedOverAndOver(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	proxy := pgtest.NewAnswerLosing(t, r.pool)
+	// The hanging push's retry is not due while the test runs.
+	r.start(func(c *push.Config) {
+		c.Pool, c.Workers, c.Timeout, c.BackoffMin = proxy.Pool, 1, 3*time.Second, time.Minute
+	})
+	r.queuedBehindAHang()
+	r.subscribe(3, "carol")
+	r.send(r.direct(1, 3), 1, "hi carol")
+	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 3 AND state = 'sending' AND attempts = 1`)
+	stop := proxy.LoseAnswers("first_claim is the claim's to know")
+	defer stop()
+	// Both are handed back once (claimed a second time) ...
+	r.waitCount(2, 10*time.Second, `SELECT count(*) FROM push_job WHERE user_id IN (2, 3) AND claims >= 2`)
+	// ... and then left to their leases (14 s here).
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := r.count(`SELECT max(claims) FROM push_job WHERE user_id IN (2, 3)`); n > 2 {
+			t.Fatalf("a push whose re-reads keep failing was claimed %d times, want at most 2 within its lease\njobs:\n%s", n, dumpJobs(r))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	for _, name := range []string{"bob", "carol"} {
+		r.waitPushes(name, 1, 20*time.Second)
+	}
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id IN (2, 3) AND state <> 'sent'`)
+	if n := r.count(`SELECT max(attempts) FROM push_job WHERE user_id IN (2, 3)`); n != 1 {
+		t.Errorf("bob's or carol's push took %d attempts, want 1\njobs:\n%s", n, dumpJobs(r))
+	}
+	r.quiet("bob", 1, 300*time.Millisecond)
+	r.quiet("carol", 1, 0)
+}
+
+// TestAPushWhoseSendStartMarkKeepsFailingIsNotClaimedOverAndOver: every
+// mark written right before a notification's first request (startSQL)
+// loses its answer, for good. Handed back once, bob's push is claimed
+// again, its mark fails again, and it then waits out its lease (14 s
+// here): it is not claimed and handed back at every tick, nothing sent,
+// its attempt given back each time. Once the marks answer again, it is
+// sent once.
+func TestAPushWhoseSendStartMarkKeepsFailingIsNotClaimedOverAndOver(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	proxy := pgtest.NewAnswerLosing(t, r.pool)
+	r.start(func(c *push.Config) { c.Pool, c.Timeout = proxy.Pool, 3*time.Second })
+	stop := proxy.LoseAnswers("SET unsent_claim = NULL")
+	defer stop()
+	conv := r.direct(1, 2)
+	r.subscribe(2, "bob")
+	r.send(conv, 1, "hi bob")
+	// Handed back once (claimed a second time) ...
+	r.waitCount(1, 10*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND claims >= 2`)
+	// ... and then left to its lease.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := r.count(`SELECT max(claims) FROM push_job WHERE user_id = 2`); n > 2 {
+			t.Fatalf("a push whose send-start marks keep failing was claimed %d times, want at most 2 within its lease\njobs:\n%s", n, dumpJobs(r))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	r.waitPushes("bob", 1, 20*time.Second)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	r.quiet("bob", 1, 300*time.Millisecond)
+}

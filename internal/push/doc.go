@@ -256,7 +256,10 @@
 // claim (also one made by a chatd that does not name itself) is taken
 // for a send whose outcome is not known, as above (so is a claim whose
 // mark's answer was lost when its hand-back could not be written either
-// before its lease ran out: the database out of reach for that long).
+// before its lease ran out: the database out of reach for that long;
+// and one whose mark failed within a lease of a hand-back of the push
+// that PostgreSQL's failure caused: a failure that persists, left to
+// the lease rather than handed back claim after claim).
 // A push service that
 // hangs holds one worker for at most Timeout, and one user's pushes are at most UserInFlight of those
 // in flight (claimed and leased, by any node: the claim passes over a
@@ -328,7 +331,11 @@
 // lost is run again, up to 3 times: while the claim holds the push it
 // answers what the lost run did, so the push goes at once, not after its
 // lease; 3 failing, the worker, which alone knows nothing went out,
-// hands the claim back, as a stopping node does. A result batch that did not commit (its connection died before
+// hands the claim back, as a stopping node does, once a lease: a push
+// whose re-reads fail again within a lease of that (a failure that
+// persists, PostgreSQL too slow to answer them) waits out its lease, as
+// a claim whose node died, so it is not claimed and handed back over and
+// over, its attempt given back each time. A result batch that did not commit (its connection died before
 // the COMMIT, or PostgreSQL says it aborted) is written again, up to 3
 // times: left unwritten, its pushes would be sent again after their
 // lease. One that may have committed (PostgreSQL cannot tell,

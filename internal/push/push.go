@@ -89,7 +89,8 @@ type Pusher struct {
 	hints   *hintQueue // conversation -> when its oldest undecided message is due
 	leading bool
 
-	out *outputs
+	out   *outputs
+	backs *failedBacks
 }
 
 // maxHints bounds the in-memory hints; past it the next reconcile finds
@@ -130,6 +131,7 @@ func New(cfg Config) (*Pusher, error) {
 	}
 	p := &Pusher{cfg: cfg, log: cfg.Logger, m: m, kick: make(chan struct{}, 1), hints: newHintQueue()}
 	p.out = newOutputs(cfg, webhookClient, p.log)
+	p.backs = &failedBacks{lease: p.lease(), at: map[int64]time.Time{}}
 	return p, nil
 }
 

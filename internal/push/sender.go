@@ -380,6 +380,23 @@ func (p *Pusher) send(ctx context.Context) {
 						results <- handBack(j)
 						continue
 					}
+					if err != nil && !p.backs.handBack(j.id) {
+						// Its re-reads failed within a lease of a
+						// hand-back of it that PostgreSQL's failure
+						// caused (below, or a failed send-start mark,
+						// process; failedBacks): a failure that persists
+						// (PostgreSQL too slow to answer them in time),
+						// which handing it back again would repeat
+						// claim after claim, its attempt given back each
+						// time. It waits out its lease, as a claim whose
+						// node died: a notification's first claim is
+						// then taken back (takeBackSQL), a retry, a
+						// remove or an update charged the attempt.
+						p.m.errors.WithLabelValues("db").Inc()
+						p.log.Warn("push: reading a queued push again failed again; it is sent when its lease ends", "err", err)
+						results <- result{id: j.id, lost: true}
+						continue
+					}
 					if err != nil {
 						// Read again and again in vain (recheck): only
 						// this worker knows that nothing of the claim
@@ -417,6 +434,36 @@ func (p *Pusher) send(ctx context.Context) {
 	workers.Wait()
 	close(results)
 	<-writerDone
+}
+
+// failedBacks remembers, for a lease, the pushes this node handed back
+// because PostgreSQL failed it: their re-reads all failed (recheck), or
+// the mark right before a send (markStarted). One that fails so again
+// within it is left to wait out its lease instead, so a failure that
+// persists does not have it claimed and handed back over and over, its
+// attempt given back each time. Safe for concurrent use.
+type failedBacks struct {
+	mu    sync.Mutex
+	lease time.Duration
+	at    map[int64]time.Time // job id -> when it was handed back
+}
+
+// handBack says whether job id, which PostgreSQL failed, is handed back
+// now (and notes it): not when it was within a lease.
+func (u *failedBacks) handBack(id int64) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := time.Now()
+	for k, at := range u.at {
+		if now.Sub(at) >= u.lease {
+			delete(u.at, k)
+		}
+	}
+	if _, ok := u.at[id]; ok {
+		return false
+	}
+	u.at[id] = now
+	return true
 }
 
 // handBack is the result of claim j handed back unsent by a stopping
@@ -812,6 +859,17 @@ func (p *Pusher) process(ctx context.Context, j *job) result {
 		case err != nil && ctx.Err() != nil:
 			// Stopping: nothing went out.
 			return handBack(j)
+		case err != nil && !p.backs.handBack(j.id):
+			// It was handed back so (or after failed re-reads) within
+			// a lease: a failure that persists, which handing it back
+			// again would repeat claim after claim. It waits out its
+			// lease: a mark PostgreSQL did not commit leaves it to be
+			// taken back (takeBackSQL); one it did has it taken for a
+			// send whose outcome is not known, as when PostgreSQL stays
+			// out of reach until the lease ends.
+			p.m.errors.WithLabelValues("db").Inc()
+			p.log.Warn("push: marking a push's send started failed again; it is sent when its lease ends", "err", err)
+			return result{id: j.id, lost: true}
 		case err != nil:
 			// The mark may have committed though its answer was lost
 			// with the connection: the next claim would take the
