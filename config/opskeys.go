@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -38,6 +39,9 @@ type OpsSettings struct {
 	ForwardedTrusted []netip.Prefix
 
 	MetricsAddr string // metrics_addr: own listener for /metrics; "" = on http_addr
+	// MetricsToken (metrics_token) is the bearer token every /metrics
+	// request must carry, on whichever listener; "" asks for none.
+	MetricsToken string
 
 	JWKSURL     string        // jwks_url: identity provider key set
 	JWKSRefresh time.Duration // jwks_refresh_interval
@@ -72,6 +76,30 @@ func parseHSTSMaxAge(v string) (time.Duration, error) {
 		return 0, errors.New("is below 1s")
 	}
 	return d.Truncate(time.Second), nil
+}
+
+// MinMetricsTokenBytes is the shortest accepted metrics_token: the token
+// is all that keeps a public node's metrics from anyone who asks, so it
+// must not be a word one could guess.
+const MinMetricsTokenBytes = 16
+
+// metricsTokenRE is RFC 6750's b64token, what the Authorization header
+// carries after "Bearer ": a token with another character (a space, a
+// quote, a non-ASCII letter) could not be sent as it is.
+var metricsTokenRE = regexp.MustCompile(`^[A-Za-z0-9\-._~+/]+=*$`)
+
+// parseMetricsToken reads metrics_token: "" for none, else a b64token of
+// at least MinMetricsTokenBytes. Its errors never show the value.
+func parseMetricsToken(v string) (string, error) {
+	switch {
+	case v == "":
+		return "", nil
+	case !metricsTokenRE.MatchString(v):
+		return "", errors.New("has a character a bearer token cannot carry (only A-Z a-z 0-9 - . _ ~ + / and trailing =)")
+	case len(v) < MinMetricsTokenBytes:
+		return "", fmt.Errorf("is %d characters, shorter than %d", len(v), MinMetricsTokenBytes)
+	}
+	return v, nil
 }
 
 func readablePath(v string) (string, error) {
@@ -115,6 +143,9 @@ var opsKeys = []*key{
 	mk("metrics_addr", "", `own listen address for GET /metrics (and /healthz, /readyz); "" serves /metrics on http_addr`,
 		"use host:port such as 127.0.0.1:9090 or 0.0.0.0:9100, or leave it empty",
 		func(s *Settings, v string) (err error) { s.MetricsAddr, err = parseListenAddr(v); return }),
+	secretKey(mk("metrics_token", "", `bearer token GET /metrics requires (Authorization: Bearer <token>) on every listener serving it; /healthz and /readyz stay open; "" = none`,
+		fmt.Sprintf("use at least %d of the characters A-Z a-z 0-9 - . _ ~ + / (and = at the end), e.g. the output of `openssl rand -hex 32`, or leave it empty", MinMetricsTokenBytes),
+		func(s *Settings, v string) (err error) { s.MetricsToken, err = parseMetricsToken(v); return })),
 	urlKey("jwks_url", `identity provider's JWKS URL (keys by kid; RS256, ES256, EdDSA tokens); needs jwt_audience or jwt_issuer; "" = none`,
 		"use the provider's https:// key set URL, e.g. https://idp.example/realms/chat/protocol/openid-connect/certs",
 		"an https:// URL", func(s *Settings) *string { return &s.JWKSURL }, "https", "http"),
@@ -293,6 +324,7 @@ func (s Settings) redactedOps(m map[string]any) {
 	m["proxy_protocol_trusted"] = PrefixStrings(s.ProxyTrusted)
 	m["forwarded_trusted"] = PrefixStrings(s.ForwardedTrusted)
 	m["metrics_addr"] = s.MetricsAddr
+	m["metrics_token"] = redactSecret(s.MetricsToken)
 	m["jwks_url"] = s.JWKSURL
 	m["jwks_refresh_interval"] = s.JWKSRefresh.String()
 	m["jwt_issuer"] = s.JWTIssuer

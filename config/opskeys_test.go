@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -147,4 +148,34 @@ func TestHSTSMaxAgeIsOffByDefaultAndNeedsHTTPS(t *testing.T) {
 		{"below a second", map[string]string{"CHAT_HSTS_MAX_AGE": "500ms"}, []string{"hsts_max_age", "is below 1s"}},
 		{"negative", map[string]string{"CHAT_HSTS_MAX_AGE": "-1h"}, []string{"hsts_max_age", "must be positive"}},
 	}, nil)
+}
+
+// TestAMetricsTokenThatCannotBeSentOrIsShortIsRefusedWithoutShowingIt:
+// metrics_token is what the Authorization header carries after "Bearer ",
+// so a value it could not carry (a space, a quote) or one short enough to
+// guess stops chatd naming the setting, never echoing the value; a good
+// one loads and is logged only as set.
+func TestAMetricsTokenThatCannotBeSentOrIsShortIsRefusedWithoutShowingIt(t *testing.T) {
+	for _, bad := range []string{"has a space in it 0123456789", `quote"0123456789abcdef`, "shortsecret", "ünïcode-0123456789abcdef", "pad=ding0123456789abcdef"} {
+		_, err := Load(nil, env(map[string]string{"CHAT_METRICS_TOKEN": bad}))
+		wantLoadError(t, err, []string{"metrics_token (from env CHAT_METRICS_TOKEN)", "not shown: secret", "openssl rand -hex 32"})
+		if err != nil && strings.Contains(err.Error(), bad) {
+			t.Errorf("the error shows the token: %v", err)
+		}
+	}
+	for _, good := range []string{"0123456789abcdef", "aGVsbG8gd29ybGQgaGVsbG8=", "a-b.c_d~e+f/g0123456789=="} {
+		s := mustLoad(t, nil, map[string]string{"CHAT_METRICS_TOKEN": good})
+		if s.MetricsToken != good {
+			t.Errorf("metrics_token %q loaded as %q", good, s.MetricsToken)
+		}
+		if r := s.Redacted()["metrics_token"]; r != "[redacted]" {
+			t.Errorf("metrics_token is logged as %v", r)
+		}
+		if lv := s.LogValue().String(); strings.Contains(lv, good) {
+			t.Errorf("LogValue shows the token: %s", lv)
+		}
+	}
+	if s := mustLoad(t, nil, map[string]string{"CHAT_METRICS_TOKEN": ""}); s.MetricsToken != "" || s.Redacted()["metrics_token"] != "" {
+		t.Errorf("an empty metrics_token is %q, logged as %v", s.MetricsToken, s.Redacted()["metrics_token"])
+	}
 }

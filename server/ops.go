@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"crypto"
+	"crypto/sha256"
+	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -67,10 +69,11 @@ const scrapeDBReuse = 500 * time.Millisecond
 
 // shared is a question to the database that scrapes (/metrics) and
 // readiness probes (/readyz) ask. Both answer whoever reaches their
-// listener, unauthenticated, so they share it: one query at a time, within
-// scrapeDBTimeout, its answer reused for scrapeDBReuse. Each request
-// asking on its own let a burst of them hold every connection of the pool
-// (all at once while the database was slow), and the sends with it.
+// listener, unauthenticated (/metrics unless metrics_token is set), so
+// they share it: one query at a time, within scrapeDBTimeout, its answer
+// reused for scrapeDBReuse. Each request asking on its own let a burst of
+// them hold every connection of the pool (all at once while the database
+// was slow), and the sends with it.
 type shared[T any] struct {
 	read func(context.Context) T
 	mu   sync.Mutex
@@ -339,9 +342,10 @@ func (s *Server) ReloadTLS() error {
 
 // startHTTP serves the HTTP API, the web client, MQTT over WebSocket and
 // (unless metrics_addr is set) /metrics on http_addr and https_addr, and
-// the metrics listener.
+// the metrics listener. /metrics asks for metrics_token, when set, on
+// whichever listener serves it.
 func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) error {
-	metrics := promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})
+	metrics := metricsAuth(promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}), st.MetricsToken)
 	publicMetrics := st.MetricsAddr == ""
 	newMux := func(ws http.Handler) http.Handler {
 		mux := http.NewServeMux()
@@ -393,7 +397,60 @@ func (s *Server) startHTTP(st config.Settings, api *httpapi.API, secret []byte) 
 		s.ops.metricsSrv = s.newHTTPServer(mux)
 		s.serve("metrics", s.ops.metricsSrv, s.ops.metricsLn)
 	}
+	if publicMetrics && st.MetricsToken == "" {
+		s.warnOpenMetrics(st)
+	}
 	return nil
+}
+
+// metricsAuth has every request to next, /metrics, carry token as
+// "Authorization: Bearer <token>" when token is set; any other answers
+// 401 with WWW-Authenticate: Bearer and no body, which says nothing of
+// the node. The tokens are compared as SHA-256 sums, in constant time:
+// neither the time to refuse nor the lengths tell a guesser how close
+// it came.
+func metricsAuth(next http.Handler, token string) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		sum := sha256.Sum256([]byte(strings.TrimLeft(got, " ")))
+		// The scheme is case-insensitive (RFC 9110 §11.1).
+		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !strings.EqualFold(scheme, "Bearer") {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// warnOpenMetrics logs once that /metrics answers anyone on http_addr
+// or https_addr, when one of them is reachable from elsewhere: bound to
+// an address other than loopback, or behind an HTTP proxy
+// (forwarded_trusted names one), which forwards /metrics as it does
+// every path. A loopback listener with no proxy named is left quiet (a
+// developer's node, the tests').
+func (s *Server) warnOpenMetrics(st config.Settings) {
+	var open []string
+	for _, ln := range []net.Listener{s.httpLn, s.ops.httpsLn} {
+		if ln == nil {
+			continue
+		}
+		a, ok := ln.Addr().(*net.TCPAddr)
+		if !ok || !a.IP.IsLoopback() || len(st.ForwardedTrusted) > 0 {
+			open = append(open, ln.Addr().String())
+		}
+	}
+	if len(open) == 0 {
+		return
+	}
+	s.log.Warn("/metrics is served without authentication on a public listener: anyone who reaches it reads the node's metrics (users online, traffic, error rates, version); "+
+		"set metrics_addr (CHAT_METRICS_ADDR) to a private address such as 127.0.0.1:9100 to move it off the public listeners, "+
+		"or metrics_token (CHAT_METRICS_TOKEN) to a random token, e.g. `openssl rand -hex 32`, that scrapes send as a bearer token",
+		"listeners", open)
 }
 
 // hsts adds Strict-Transport-Security to every answer of next, the
@@ -623,8 +680,12 @@ func (s *Server) logListeners(st config.Settings) {
 	if len(st.ForwardedTrusted) > 0 {
 		web = strings.Replace(web, "/mqtt", "/mqtt (client addresses from the X-Forwarded-For of "+strings.Join(config.PrefixStrings(st.ForwardedTrusted), ", ")+")", 1)
 	}
+	metrics, metricsOnly := "/metrics", "/metrics, /healthz, /readyz (no authentication)"
+	if st.MetricsToken != "" {
+		metrics, metricsOnly = "/metrics (bearer token)", "/metrics (bearer token), /healthz, /readyz (no authentication)"
+	}
 	if st.MetricsAddr == "" {
-		web += ", /metrics"
+		web += ", " + metrics
 	}
 	if a := s.MQTTAddr(); a != "" {
 		s.log.Info("listening", "listener", "mqtt", "addr", a, "serves", "MQTT 3.1.1 and 5 over TCP"+proxy)
@@ -646,7 +707,7 @@ func (s *Server) logListeners(st config.Settings) {
 		s.log.Info("listening", "listener", "https", "addr", a, "serves", strings.Replace(web, "WebSocket", "secure WebSocket", 1)+" over TLS")
 	}
 	if a := s.MetricsAddr(); a != "" {
-		s.log.Info("listening", "listener", "metrics", "addr", a, "serves", "/metrics, /healthz, /readyz (no authentication)")
+		s.log.Info("listening", "listener", "metrics", "addr", a, "serves", metricsOnly)
 	}
 	secret := "env or config (" + st.Source("jwt_secret") + ")"
 	if st.JWTSecret == "" {
