@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -268,7 +269,8 @@ func (s *Service) RetriedUpload(ctx context.Context, req chat.UploadRequest) (ch
 // retried answers a request repeated with its key with the ticket of
 // rec, the upload the key made: the same upload id and expiry, and for
 // an object store a URL signed again for the same object until that same
-// expiry (the first URL is as good, but the retry never saw it). The key
+// expiry (the first URL is as good, but the retry never saw it), or, the
+// upload complete, for an object nothing reads (againKey). The key
 // asking for another upload is a conflict; once the URL expired the key
 // is spent (gone), whatever became of the upload: checked first, as a
 // recall or an avatar's use or release changes the columns compared.
@@ -281,6 +283,18 @@ func (s *Service) retried(ctx context.Context, rec chat.UploadRecord, req chat.U
 		return chat.UploadTicket{}, chat.Errorf(chat.CodeConflict,
 			"key %s asked for upload %s of %d bytes of %s (%s) before; use a new key for another file", req.Key, rec.ID, rec.DeclaredSize, rec.DeclaredType, rec.Purpose)
 	}
+	if rec.State != chat.UploadPending && s.cfg.Blobs.Direct() {
+		// Completed, its key is chatd's checked copy (CompleteUpload),
+		// which no URL may write: bytes PUT again go to a key nothing
+		// reads, deleted once the URL can no longer write it, and the
+		// completion answers the upload as it is. One such key per
+		// upload, however often asked: each is leave to store the
+		// declared size, which the day's bytes do not charge again.
+		rec.BlobKey = againKey(rec.BlobKey)
+		if err := s.cfg.Store.QueueBlobDeletion(ctx, rec.BlobKey, "upload URL asked again once complete", rec.URLExpiresAt.Add(s.urlGrace())); err != nil {
+			return chat.UploadTicket{}, err
+		}
+	}
 	t, err := s.ticket(ctx, rec)
 	if err != nil {
 		return chat.UploadTicket{}, err
@@ -288,6 +302,16 @@ func (s *Service) retried(ctx context.Context, rec chat.UploadRecord, req chat.U
 	s.metrics.uploads.WithLabelValues("retried").Inc()
 	t.Retried = true
 	return t, nil
+}
+
+// againKey is where bytes PUT with the ticket of a complete upload whose
+// blob is blobKey, asked again with its key (retried), go: a key of the
+// blob store's form (chat.NewBlobKey), the same however often asked,
+// that nothing reads.
+func againKey(blobKey string) string {
+	sum := sha256.Sum256([]byte("asked again once complete: " + blobKey))
+	k := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))[:32]
+	return k[:2] + "/" + k[2:]
 }
 
 // check checks a request against the limits: its cleaned name and

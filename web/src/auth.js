@@ -149,6 +149,60 @@ export function releaseClientId(clientId) {
 }
 
 /**
+ * The client ids one tab claimed (claimClientId), by user: signed out and
+ * in again in the same tab, the user goes on with the one they had, and
+ * its persistent session. main.js keeps one for its page.
+ */
+export class TabClientIds {
+  constructor() {
+    /** @type {Map<number, string>} */
+    this.ids = new Map();
+  }
+
+  /** User userId's client id in this tab: the one claimed before, or a new claim. */
+  async claim(userId) {
+    if (!this.ids.has(userId)) this.ids.set(userId, await claimClientId(userId));
+    return this.ids.get(userId);
+  }
+
+  /**
+   * CONNACK 0x85 on refused (another user's session holds it): a new id
+   * of this tab's own, claimed as the first was (no other tab has it).
+   * moved(id) is called before refused's lock goes: what waits unsent
+   * under it moves first, and no later page picks it.
+   */
+  async renew(userId, refused, moved = () => {}) {
+    forgetClientId(refused);
+    const id = await claimClientId(userId, { fresh: true });
+    moved(id);
+    if (this.ids.get(userId) === refused) this.ids.set(userId, id);
+    releaseClientId(refused);
+    return id;
+  }
+
+  /**
+   * The session of userId stopped for good on refused, refused too
+   * (MqttSession forgetClientId): no later page claims it, nor this tab
+   * when the user signs in here again (its first CONNECT refused again).
+   */
+  forget(userId, refused) {
+    forgetClientId(refused);
+    if (this.ids.get(userId) === refused) this.ids.delete(userId);
+  }
+
+  /**
+   * The session of userId that connected with clientId ended in this tab
+   * (signed out): an id the tab no longer uses for the user (forget) is
+   * let go, and what is left unsent under it is the next page's to take
+   * (Outbox.adoptOrphans), this tab's own signed in again too. An id the
+   * tab goes on with stays held.
+   */
+  release(userId, clientId) {
+    if (this.ids.get(userId) !== clientId) releaseClientId(clientId);
+  }
+}
+
+/**
  * The Web Lock an open tab holds on client id web-<userId>-<suffix>: free,
  * the tab is gone and its outbox is for another page to send (outbox.js).
  */

@@ -3,7 +3,7 @@
 // back button and reloads work without server-side routes.
 
 import { Api } from './api.js';
-import { callAt, claimClientId, clearSignIn, forgetClientId, loadSignIn, releaseClientId, watchSignIn } from './auth.js';
+import { TabClientIds, callAt, clearSignIn, loadSignIn, watchSignIn } from './auth.js';
 import { MqttSession } from './mqtt-session.js';
 import { ChatState } from './store/state.js';
 import { Sync } from './store/sync.js';
@@ -23,7 +23,7 @@ import { clearNotifications, disablePush, followNotificationClicks, forgetDevice
 
 const root = document.getElementById('app');
 const dev = document.body.dataset.dev === 'true';
-const clientIds = new Map(); // userId -> claimed client id, for sign-out/in in one tab
+const clientIds = new TabClientIds(); // for sign-out/in in one tab
 
 function boot(notice) {
   const s = loadSignIn();
@@ -32,8 +32,8 @@ function boot(notice) {
 }
 
 async function startApp({ token, userId, exp }) {
-  if (!clientIds.has(userId)) clientIds.set(userId, await claimClientId(userId));
-  const outbox = new Outbox(clientIds.get(userId));
+  const clientId = await clientIds.claim(userId);
+  const outbox = new Outbox(clientId);
   // What this user's closed tabs left unsent goes out from this page.
   await outbox.adoptOrphans();
   // Opened by a click on a notification (static/sw.js): its conversation
@@ -52,15 +52,9 @@ async function startApp({ token, userId, exp }) {
   // tab claims a new one as it claimed the first (no other tab has it),
   // and what waits unsent under the old one moves to it; the old one's
   // lock goes once its outbox is empty, and no later page picks it.
-  const renewClientId = async (refused) => {
-    forgetClientId(refused);
-    const id = await claimClientId(userId, { fresh: true });
-    outbox.moveTo(id);
-    if (clientIds.get(userId) === refused) clientIds.set(userId, id);
-    releaseClientId(refused);
-    return id;
-  };
-  const session = new MqttSession({ userId, token, clientId: clientIds.get(userId), renewClientId, forgetClientId });
+  const renewClientId = (refused) => clientIds.renew(userId, refused, (id) => outbox.moveTo(id));
+  const forgetClientId = (refused) => clientIds.forget(userId, refused);
+  const session = new MqttSession({ userId, token, clientId, renewClientId, forgetClientId });
   let ended = false;
   // forced: the token expired or was refused. The user is gone from this
   // browser as after signing out, unless another tab signed in meanwhile
@@ -88,6 +82,7 @@ async function startApp({ token, userId, exp }) {
     leaveConversation();
     for (const el of [...document.body.children]) if (el !== root) el.remove();
     session.close({ endSession });
+    clientIds.release(userId, session.clientId);
     // Signing out: this person's unsent messages, those of their other
     // tabs too, and the uploads their tray left unfinished do not stay in
     // the browser. An expired token keeps them for the next sign-in.

@@ -7,6 +7,7 @@
 import { ApiError, pause, retryAfterOf } from './api.js';
 import { retryAfterDelay } from './retry.js';
 import { uuid4 } from './uuid.js';
+import { SessionMark, markSignedOut } from './signout.js';
 
 /** What the browser calls a file's type, or the extension's guess. */
 export function fileType(file) {
@@ -131,12 +132,6 @@ const UPLOAD_WAIT_S = 60;
 const TICKETS_PREFIX = 'chatd.uploads.';
 
 /**
- * Where UploadTickets.clearUser notes when the user last signed out here:
- * PREFIX + user id (not under TICKETS_PREFIX: it outlives their entries).
- */
-const SIGNED_OUT_PREFIX = 'chatd.uploadsSignedOut.';
-
-/**
  * How long a ticket is kept after it was asked for (ms): chatd's default
  * upload_ttl, after which an upload never sent is deleted (its URL, its
  * key and any bytes it took with it). A page does not learn the server's
@@ -207,8 +202,7 @@ function entryOf(e) {
     (t.headers === undefined || (t.headers !== null && typeof t.headers === 'object'));
   const ticketKey = typeof e.ticketKey === 'string' && e.ticketKey !== '' ? e.ticketKey : null;
   if (!usable && !ticketKey) return null;
-  const since = typeof e.since === 'number' ? e.since : 0;
-  return { cid: e.cid, file: { name: f.name, size: f.size, lastModified: f.lastModified, type: f.type }, ticket: usable ? t : null, ticketKey, at: e.at, since };
+  return { cid: e.cid, file: { name: f.name, size: f.size, lastModified: f.lastModified, type: f.type }, ticket: usable ? t : null, ticketKey, at: e.at, session: e.session };
 }
 
 /**
@@ -235,8 +229,9 @@ function storedTicket(t, ticketKey, now) {
  * same file picked again for the same conversation goes on with the same
  * upload (Uploader.send, from its kept ticket and Idempotency-Key) rather
  * than a new one charged again against the day's bytes. An entry is
- * {cid, file: fingerprint, ticket, ticketKey, at}: at is when it was made
- * (TICKET_KEEP_MS). Entries are the user's alone: another user's are never
+ * {cid, file: fingerprint, ticket, ticketKey, at, session}: at is when it
+ * was made (TICKET_KEEP_MS), session the mark of the session that wrote
+ * it (SessionMark: one a sign-out ended is neither read nor written). Entries are the user's alone: another user's are never
  * read, and go when someone else signs in here (forgetOthers). Each is
  * under a key of its own (keyOf), never in a list of them all: the tabs
  * of a browser share localStorage, and one tab's read and then write of a
@@ -254,34 +249,15 @@ export class UploadTickets {
   constructor(userId, storage = globalThis.localStorage ?? null, now = () => Date.now(), locks = globalThis.navigator?.locks ?? null) {
     /** Where this user's entries are kept: one key each, PREFIX + user id + '/' + which upload. */
     this.prefix = `${TICKETS_PREFIX}${userId}/`;
-    this.signedOutKey = SIGNED_OUT_PREFIX + userId;
     this.storage = storage;
     this.now = now;
     this.locks = locks;
-    /** When this page's session of the user began here: its entries are forgotten by a sign-out after it (signedOut). */
-    this.since = now();
-  }
-
-  /**
-   * When the user last signed out at this browser (clearUser), or 0. The
-   * entries written by a page whose session began before (since) are that
-   * session's: another tab of it, not yet told of the sign-out (the
-   * storage event to come), may write one back after clearUser removed
-   * them, and it is not kept nor read.
-   */
-  signedOut() {
-    try {
-      const at = Number(this.storage?.getItem(this.signedOutKey) ?? 0);
-      return Number.isFinite(at) ? at : 0;
-    } catch {
-      return 0;
-    }
-  }
-
-  /** Whether a session begun at since (0: an entry of a version that did not say) was signed out since. */
-  ofSignedOut(since) {
-    const out = this.signedOut();
-    return out > 0 && since <= out;
+    /**
+     * This page's session of the user: the entries of one signed out
+     * since (clearUser), which another tab of it not yet told may write
+     * back after clearUser removed them, are neither kept nor read.
+     */
+    this.session = new SessionMark(userId, storage);
   }
 
   /**
@@ -390,7 +366,7 @@ export class UploadTickets {
     } catch {
       // Unreadable (or unavailable): nothing kept.
     }
-    if (e && this.now() - e.at < TICKET_KEEP_MS && !this.ofSignedOut(e.since)) {
+    if (e && this.now() - e.at < TICKET_KEEP_MS && !this.session.signedOut(e.session)) {
       if (e.ticket?.url !== undefined && Date.parse(e.ticket.expiresAt) <= this.now()) {
         e.ticket = storedTicket(e.ticket, null, this.now());
         try {
@@ -418,12 +394,12 @@ export class UploadTickets {
   keep(cid, file, ticket, ticketKey) {
     if (!ticket && !ticketKey) return this.forget(cid, file);
     // This page's session was signed out (in another tab): nothing more is its to keep.
-    if (this.ofSignedOut(this.since)) return;
+    if (this.session.over()) return;
     const f = fingerprint(file);
     const was = this.find(cid, f);
     // A new key is a new upload: its time starts anew.
     const at = was && was.ticketKey === ticketKey ? was.at : this.now();
-    const e = { cid, file: f, ticket: storedTicket(ticket, ticketKey, this.now()), ticketKey: ticketKey ?? null, at, since: this.since };
+    const e = { cid, file: f, ticket: storedTicket(ticket, ticketKey, this.now()), ticketKey: ticketKey ?? null, at, session: this.session.mark };
     try {
       this.storage?.setItem(this.keyOf(cid, f), JSON.stringify(e));
     } catch {
@@ -448,16 +424,12 @@ export class UploadTickets {
   /**
    * Signing out: user userId's tickets do not stay in the browser for the
    * next person, nor those another tab of the session writes back before
-   * it is told (signedOut).
+   * it is told (SessionMark).
    */
-  static clearUser(userId, storage = globalThis.localStorage ?? null, now = Date.now()) {
-    try {
-      storage?.setItem(SIGNED_OUT_PREFIX + userId, String(now));
-    } catch {
-      // Unavailable: nothing is kept either.
-    }
+  static clearUser(userId, storage = globalThis.localStorage ?? null) {
     const mine = TICKETS_PREFIX + userId;
     forgetKeys(storage, (k) => k === mine || k.startsWith(`${mine}/`));
+    markSignedOut(userId, storage);
   }
 
   /**

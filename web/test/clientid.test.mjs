@@ -337,3 +337,62 @@ test('a session stopped for good, every client id refused, leaves none of them f
     delete globalThis.navigator;
   }
 });
+
+test('a tab whose session stopped for good, every client id refused, signed out and in again in the same tab connects with an id not refused: its first CONNECT gets in, and the refused id is let go', async () => {
+  const srv = await startServer();
+  const storage = memoryStorage();
+  const held = new Set();
+  const locks = {
+    request: async (name, opts, cb) => {
+      if (held.has(name)) return cb(null);
+      held.add(name);
+      try {
+        return await cb({ name });
+      } finally {
+        held.delete(name);
+      }
+    },
+  };
+  globalThis.localStorage = storage;
+  Object.defineProperty(globalThis, 'navigator', { value: { locks }, configurable: true, writable: true });
+  const { TabClientIds, clientLockName } = await import('../src/auth.js');
+  // As main.js uses them, the server refusing every id for now.
+  const tab = new TabClientIds();
+  const renew = async (refused) => {
+    const id = await tab.renew(1, refused);
+    srv.refused.add(id);
+    return id;
+  };
+  const first = await tab.claim(1);
+  srv.refused.add(first);
+  const s = new MqttSession({ userId: 1, token: 't', clientId: first, url: srv.url, renewClientId: renew, forgetClientId: (id) => tab.forget(1, id) });
+  let stopped = false;
+  s.addEventListener('refused', () => (stopped = true));
+  s.addEventListener('error', () => {});
+  let again = null;
+  try {
+    s.connect();
+    await until(() => stopped, 'the session stops', 15000);
+    const last = s.clientId;
+    // Signed out in this tab (main.js signOut), then in again as the user.
+    s.close();
+    tab.release(1, last);
+    await until(() => !held.has(clientLockName(1, last.split('-')[2])), `the tab still holds ${last}, which it never connects with again: what is left under it is no page's to take`);
+    const before = srv.connects.length;
+    const next = await tab.claim(1);
+    assert.ok(!srv.refused.has(next), `signed in again, the tab connects with ${next}, refused before (last: ${last})`);
+    let online = false;
+    again = new MqttSession({ userId: 1, token: 't', clientId: next, url: srv.url, renewClientId: renew, forgetClientId: (id) => tab.forget(1, id) });
+    again.addEventListener('status', (e) => e.detail === 'online' && (online = true));
+    again.addEventListener('error', () => {});
+    again.connect();
+    await until(() => online, 'online again');
+    assert.deepEqual(srv.connects.slice(before), [next], 'a CONNECT of the signed-in-again tab was refused');
+  } finally {
+    s.close();
+    again?.close();
+    await srv.close();
+    delete globalThis.localStorage;
+    delete globalThis.navigator;
+  }
+});

@@ -1098,3 +1098,67 @@ test('a send shown "Not sent" after no answer that chatd then refuses for now (0
   assert.deepEqual(c.pendingList(), []);
   assert.deepEqual(c.visible().map((m) => m.seq), [1, 2, 3, 4]);
 });
+
+/**
+ * A tab's view of storage whose writes reach it only when land() is
+ * called: the other tab of a browser that runs tabs in processes of their
+ * own, whose read and then write of a key are not ordered against
+ * another tab's.
+ */
+function laggingView(storage) {
+  const writes = [];
+  return {
+    view: {
+      getItem: (k) => storage.getItem(k),
+      setItem: (k, v) => writes.push(() => storage.setItem(k, v)),
+      removeItem: (k) => writes.push(() => storage.removeItem(k)),
+      get length() {
+        return storage.length;
+      },
+      key: (i) => storage.key(i),
+    },
+    land: () => writes.splice(0).forEach((w) => w()),
+  };
+}
+
+test("signing out forgets the user's unsent messages, those another tab of the signed-out session writes back at that moment too: the next sign-in as the user sends none of them", async (t) => {
+  const storage = memoryStorage();
+  const createdAt = new Date().toISOString();
+  const id = (n) => `00000000-0000-4000-8000-0000000000${n}`;
+  const here = new Outbox('web-1-a', storage);
+  here.put(7, { clientMsgId: id('a1'), body: 'unsent here', createdAt });
+  // The user's other tab, not yet told of the sign-out (its storage event
+  // still to come), keeps a send and a change it makes at that moment.
+  const other = laggingView(storage);
+  const there = new Outbox('web-1-b', other.view);
+  there.put(7, { clientMsgId: id('b1'), body: 'written back by the other tab', createdAt });
+  Outbox.clearUser(1, storage);
+  other.land();
+  there.putChange(7, 'edit', { clientMsgId: id('b2'), seq: 1, body: 'edited there' }, createdAt);
+  other.land();
+  // A late retry of the signed-out page itself.
+  here.put(7, { clientMsgId: id('a2'), body: 'late in the signed-out page', createdAt });
+  const kept = () =>
+    Object.fromEntries(
+      [...Array(storage.length).keys()].map((i) => storage.key(i)).filter((k) => k.startsWith('chatd.outbox.')).map((k) => [k, storage.getItem(k)]),
+    );
+
+  // Signed in again as the user in this tab (its client id kept), the
+  // other tab gone.
+  const s = heldSession();
+  const sync = new Sync(new ChatState(ME), fakeApi([msg(1)]), s);
+  sync.sendTimeoutMs = 50;
+  t.after(() => sync.stop());
+  sync.outbox = new Outbox('web-1-a', storage);
+  await sync.outbox.adoptOrphans(null);
+  await sync.refreshInbox();
+  await settle();
+  assert.deepEqual(s.sent.map((x) => x.body), [], "the next sign-in sent what the signed-out session left unsent");
+  assert.deepEqual(kept(), {}, "an unsent message of the signed-out session stayed in the browser");
+  assert.deepEqual(new Outbox('web-1-b', storage).list(), []);
+
+  // What the signed-in session keeps, it keeps (the same millisecond as
+  // the sign-out too).
+  sync.outbox.put(7, { clientMsgId: id('n1'), body: 'after signing in', createdAt });
+  assert.deepEqual(new Outbox('web-1-a', storage).list().map((x) => x.body), ['after signing in']);
+});

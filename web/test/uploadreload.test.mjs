@@ -702,3 +702,29 @@ test("signing out forgets the user's kept uploads, those another tab of the user
     assert.deepEqual(page(c, browser.tab()).up.tickets.list().map((e) => e.file.name), ['minutes.txt']);
   });
 });
+
+test('a session of the user begun in the same millisecond as their sign-out here, or on a clock set back since, keeps its uploads: only the sessions the sign-out ended lose theirs', () => {
+  const realNow = Date.now;
+  const signedOutAt = 1765000100000;
+  try {
+    for (const laterMs of [0, -1000]) {
+      const storage = memoryStorage();
+      Date.now = () => signedOutAt;
+      const before = new uploads.UploadTickets(ME, storage);
+      uploads.UploadTickets.clearUser(ME, storage);
+      // Signed in again at once: the same millisecond, or the clock set back.
+      Date.now = () => signedOutAt + laterMs;
+      const after = new uploads.UploadTickets(ME, storage);
+      after.keep(CONV, minutes(), null, '00000000-0000-4000-8000-000000000001');
+      // The signed-out session's page, not yet told, writes back.
+      before.keep(CONV, { ...minutes(), name: 'plan.pdf' }, null, '00000000-0000-4000-8000-000000000002');
+      assert.deepEqual(
+        new uploads.UploadTickets(ME, storage).list().map((e) => e.file.name),
+        ['minutes.txt'],
+        `signed in again ${laterMs} ms after the sign-out: what the new session keeps is not kept, or the signed-out session's is`,
+      );
+    }
+  } finally {
+    Date.now = realNow;
+  }
+});

@@ -8,6 +8,7 @@
 // lives in the page's memory and goes with it.
 
 import { clientLockName } from '../auth.js';
+import { SessionMark, markSignedOut } from '../signout.js';
 
 const PREFIX = 'chatd.outbox.';
 
@@ -38,6 +39,18 @@ export class Outbox {
     this.clientId = clientId;
     this.key = PREFIX + clientId;
     this.storage = storage;
+    const m = /^web-([^-]+)-/.exec(clientId);
+    /**
+     * This page's session of the user: what a session signed out since
+     * (clearUser) wrote, which another tab of it not yet told may write
+     * back after clearUser removed it, is neither sent nor kept.
+     */
+    this.session = new SessionMark(m ? m[1] : null, storage);
+  }
+
+  /** Entries of a kept list this session may send: well-formed, of no session signed out since. */
+  usable(v) {
+    return Array.isArray(v) ? v.filter((e) => valid(e) && !this.session.signedOut(e.session)) : [];
   }
 
   /**
@@ -88,10 +101,10 @@ export class Outbox {
 
   /** Moves the entries kept under key into this outbox. */
   take(key) {
+    if (this.session.over()) return;
     let theirs;
     try {
-      const v = JSON.parse(this.storage.getItem(key) || '[]');
-      theirs = Array.isArray(v) ? v.filter(valid) : [];
+      theirs = this.usable(JSON.parse(this.storage.getItem(key) || '[]'));
     } catch {
       theirs = [];
     }
@@ -120,8 +133,7 @@ export class Outbox {
    */
   list() {
     try {
-      const v = JSON.parse(this.storage?.getItem(this.key) || '[]');
-      return Array.isArray(v) ? v.filter(valid) : [];
+      return this.usable(JSON.parse(this.storage?.getItem(this.key) || '[]'));
     } catch {
       return [];
     }
@@ -154,6 +166,7 @@ export class Outbox {
    * made, before what was made after it, as its first attempt went out.
    */
   keep(e) {
+    e.session = this.session.mark;
     const all = this.list();
     const i = all.findIndex((x) => x.clientMsgId === e.clientMsgId);
     if (i < 0) all.push(e);
@@ -170,7 +183,9 @@ export class Outbox {
 
   /**
    * Signing out: what user userId did not get sent, in any tab of this
-   * browser, is not left in it for the next person at it.
+   * browser, is not left in it for the next person at it, nor what
+   * another tab of the session writes back before it is told
+   * (SessionMark).
    */
   static clearUser(userId, storage = globalThis.localStorage ?? null) {
     try {
@@ -179,9 +194,12 @@ export class Outbox {
     } catch {
       // Storage unavailable: nothing was kept.
     }
+    markSignedOut(userId, storage);
   }
 
+  /** Writes list as this outbox; nothing once this page's session was signed out. */
   save(list) {
+    if (this.session.over()) return;
     try {
       if (list.length) this.storage?.setItem(this.key, JSON.stringify(list));
       else this.storage?.removeItem(this.key);
