@@ -63,10 +63,44 @@ func unsettling(ev chat.Event) bool {
 	return false
 }
 
+// unsettle tells the publisher that the conversations whose members or
+// floors evs may change are unsettled, and returns them: called right
+// before the COMMIT of the write that returned evs, for from the moment
+// PostgreSQL commits it until its events are published (its answer on
+// the way back, or lost, the outcome asked about for seconds, or not
+// learnt at all), the entries committed after it would otherwise be
+// routed by members as they were before it. Each must be ended by one
+// settle, after the write's events were published if it committed.
+func (s *Store) unsettle(evs []chat.Event) []int64 {
+	u, ok := s.publisher.(chat.UnsettledPublisher)
+	if !ok {
+		return nil
+	}
+	var convs []int64
+	for _, ev := range evs {
+		if unsettling(ev) && !slices.Contains(convs, ev.ConversationID) {
+			convs = append(convs, ev.ConversationID)
+		}
+	}
+	if len(convs) > 0 {
+		u.Unsettled(convs...)
+	}
+	return convs
+}
+
+// settle ends the unsettle that returned convs.
+func (s *Store) settle(convs []int64) {
+	if len(convs) > 0 {
+		s.publisher.(chat.UnsettledPublisher).Settled(convs...)
+	}
+}
+
 // learnLater hands the events of the write whose transaction xid's
-// outcome is not known to the goroutine that learns it, and tells the
-// publisher which conversations' members it may change.
-func (s *Store) learnLater(xid string, evs []chat.Event) {
+// outcome is not known to the goroutine that learns it, with the
+// conversations unsettle returned for them, which it settles once it
+// knows (those of a write learnLater cannot take stay unsettled, the safe
+// side).
+func (s *Store) learnLater(xid string, evs []chat.Event, convs []int64) {
 	if s.publisher == nil || len(evs) == 0 {
 		return
 	}
@@ -75,17 +109,6 @@ func (s *Store) learnLater(xid string, evs []chat.Event) {
 	defer o.mu.Unlock()
 	if o.stopped {
 		return
-	}
-	var convs []int64
-	if u, ok := s.publisher.(chat.UnsettledPublisher); ok {
-		for _, ev := range evs {
-			if unsettling(ev) && !slices.Contains(convs, ev.ConversationID) {
-				convs = append(convs, ev.ConversationID)
-			}
-		}
-		if len(convs) > 0 {
-			u.Unsettled(convs...)
-		}
 	}
 	o.pending = append(o.pending, pendingOutcome{xid: xid, evs: evs, convs: convs})
 	if !o.started {
@@ -149,9 +172,7 @@ func (s *Store) askOutcomes() (left bool) {
 				"xid", p.xid, "events", len(p.evs))
 			continue
 		}
-		if len(p.convs) > 0 {
-			s.publisher.(chat.UnsettledPublisher).Settled(p.convs...)
-		}
+		s.settle(p.convs)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -227,14 +227,15 @@ func readOnly() pgx.TxOptions {
 // failure stands: a write that publishes events hands them to the
 // goroutine that asks until it knows (learnLater, through inTxOutcome).
 func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
-	_, err := s.inTxOutcome(ctx, op, fn)
+	_, err := s.inTxOutcome(ctx, op, fn, nil)
 	return err
 }
 
 // inTxOutcome is inTx that also returns, with its failure, the id of a
 // transaction whose COMMIT lost its answer and whose outcome the pool
-// could not tell ("" for every other failure).
-func (s *Store) inTxOutcome(ctx context.Context, op string, fn func(pgx.Tx) error) (unknown string, err error) {
+// could not tell ("" for every other failure). atCommit, if not nil, is
+// called right before the COMMIT goes out.
+func (s *Store) inTxOutcome(ctx context.Context, op string, fn func(pgx.Tx) error, atCommit func()) (unknown string, err error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return "", classify(op, fmt.Errorf("begin: %w", err))
@@ -248,6 +249,9 @@ func (s *Store) inTxOutcome(ctx context.Context, op string, fn func(pgx.Tx) erro
 	var xid *string
 	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned()::text`).Scan(&xid); err != nil {
 		return "", classify(op, fmt.Errorf("read the transaction id: %w", err))
+	}
+	if atCommit != nil {
+		atCommit()
 	}
 	err = tx.Commit(ctx)
 	if err == nil || xid == nil && pgerr.AnswerLost(err) {
@@ -275,24 +279,26 @@ func (s *Store) writeTx(ctx context.Context, op string, fn func(pgx.Tx) ([]chat.
 	if s.tracer != nil {
 		tc = tracing.Inject(ctx)
 	}
+	var convs []int64
 	unknown, err := s.inTxOutcome(ctx, op, func(tx pgx.Tx) error {
 		var err error
 		if evs, err = fn(tx); err != nil {
 			return err
 		}
 		return insertOutbox(ctx, tx, tc, evs...)
-	})
+	}, func() { convs = s.unsettle(evs) })
 	for i := range evs {
 		evs[i].Trace = tc
 	}
 	if unknown != "" {
-		s.learnLater(unknown, evs)
-	}
-	if err != nil {
+		s.learnLater(unknown, evs, convs)
 		return err
 	}
-	s.publish(evs...)
-	return nil
+	if err == nil {
+		s.publish(evs...)
+	}
+	s.settle(convs)
+	return err
 }
 
 func (s *Store) runTx(ctx context.Context, op string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
