@@ -34,7 +34,8 @@ type outcomes struct {
 	started bool
 	stopped bool
 	wake    chan struct{} // a new outcome to learn: ask at once
-	stop    chan struct{}
+	stop    context.CancelFunc
+	ctx     context.Context // cancelled by stop: learn returns, a question is given up
 	done    chan struct{}
 }
 
@@ -113,7 +114,8 @@ func (s *Store) learnLater(xid string, evs []chat.Event, convs []int64) {
 	o.pending = append(o.pending, pendingOutcome{xid: xid, evs: evs, convs: convs})
 	if !o.started {
 		o.started = true
-		o.wake, o.stop, o.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		o.wake, o.done = make(chan struct{}, 1), make(chan struct{})
+		o.ctx, o.stop = context.WithCancel(context.Background())
 		go func() { defer close(o.done); s.learn() }()
 	}
 	select {
@@ -123,7 +125,7 @@ func (s *Store) learnLater(xid string, evs []chat.Event, convs []int64) {
 }
 
 // learn asks what became of the pending outcomes until none is left,
-// then waits for the next; it returns when stopOutcomes closes stop.
+// then waits for the next; it returns when stopOutcomes cancels ctx.
 func (s *Store) learn() {
 	o := &s.outcomes
 	for attempt := 0; ; {
@@ -135,7 +137,7 @@ func (s *Store) learn() {
 			attempt = 0
 		}
 		select {
-		case <-o.stop:
+		case <-o.ctx.Done():
 			return
 		case <-o.wake:
 		case <-pause:
@@ -155,7 +157,12 @@ func (s *Store) askOutcomes() (left bool) {
 	o.mu.Unlock()
 	var kept []pendingOutcome
 	for _, p := range asked {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if o.ctx.Err() != nil {
+			// Stopping: the rest stays unknown, as stopOutcomes says.
+			kept = append(kept, p)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(o.ctx, 2*time.Second)
 		status, err := pgerr.XactStatus(ctx, s.pool, p.xid)
 		cancel()
 		switch {
@@ -191,7 +198,7 @@ func (s *Store) stopOutcomes(ctx context.Context) error {
 	if !started {
 		return nil
 	}
-	close(o.stop)
+	o.stop()
 	select {
 	case <-o.done:
 		return nil

@@ -175,8 +175,11 @@ func (s *Store) Close(ctx context.Context) error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	// Group commit is stopped even when ctx ended while the learning of
+	// outcomes stopped: Close runs once.
+	var stopErr error
 	if err := s.stopOutcomes(ctx); err != nil {
-		return fmt.Errorf("stop learning outcomes: %w", err)
+		stopErr = fmt.Errorf("stop learning outcomes: %w", err)
 	}
 	// Using up the Once means no batcher starts after this point, and
 	// one that a concurrent first send is starting is started when Do
@@ -184,13 +187,13 @@ func (s *Store) Close(ctx context.Context) error {
 	s.batchOnce.Do(func() {})
 	b := s.batch.Load()
 	if b == nil {
-		return nil
+		return stopErr
 	}
 	close(b.stop)
 	select {
 	case <-b.done:
 	case <-ctx.Done():
-		return fmt.Errorf("stop send batcher: %w", ctx.Err())
+		return errors.Join(stopErr, fmt.Errorf("stop send batcher: %w", ctx.Err()))
 	}
 drain:
 	for {
@@ -202,7 +205,7 @@ drain:
 			break drain
 		}
 	}
-	return nil
+	return stopErr
 }
 
 // readOnly is what the read paths run in: one snapshot for the membership
