@@ -18,8 +18,8 @@ import (
 // unavailable and published nothing, yet may have committed, or may
 // still. One goroutine (learn) asks PostgreSQL about them until it knows,
 // and publishes the events of those that committed then. Until then the
-// conversations whose members they may change are unsettled for the
-// publisher (chat.UnsettledPublisher): the fan-out reads their members
+// conversations whose members they may change stay unsettled for the
+// publisher (unsettle, since right before the COMMIT): the fan-out reads their members
 // again for each event, so an entry committed after such a removal does
 // not reach the removed member's sessions, nor one after such a join miss
 // the new member's.
@@ -53,6 +53,14 @@ const (
 	outcomeMinPause = 50 * time.Millisecond
 	outcomeMaxPause = time.Second
 )
+
+// maxPendingOutcomes bounds the writes whose outcome is being learnt (and
+// the events they hold): past it, one is not taken, its events are not
+// published on this node and its conversations stay unsettled, which is
+// safe (chat.UnsettledPublisher). Each needs a COMMIT whose answer was
+// lost and 5 s of PostgreSQL not answering after it, so reaching it means
+// PostgreSQL answers writes but not pg_xact_status.
+const maxPendingOutcomes = 4096
 
 // unsettling reports whether ev may change who receives its
 // conversation's events, or what of them (history floors).
@@ -111,7 +119,14 @@ func (s *Store) learnLater(xid string, evs []chat.Event, convs []int64) {
 	if o.stopped {
 		return
 	}
+	if len(o.pending) >= maxPendingOutcomes {
+		slog.Error("outcome of a change not known, and too many are being asked about: its events are not published on this node, and the fan-out reads its conversations' members for each of their events until restarted",
+			"xid", xid, "conversations", convs, "pending", len(o.pending))
+		return
+	}
 	o.pending = append(o.pending, pendingOutcome{xid: xid, evs: evs, convs: convs})
+	slog.Warn("outcome of a change not known (the answer to its COMMIT was lost); asking PostgreSQL until it is, meanwhile the fan-out reads its conversations' members for each of their events",
+		"xid", xid, "conversations", convs, "pending", len(o.pending))
 	if !o.started {
 		o.started = true
 		o.wake, o.done = make(chan struct{}, 1), make(chan struct{})
@@ -170,7 +185,10 @@ func (s *Store) askOutcomes() (left bool) {
 			kept = append(kept, p)
 			continue
 		case status == "committed":
+			slog.Info("outcome of a change learnt: committed, its events published", "xid", p.xid)
 			s.publish(p.evs...)
+		case status == "aborted":
+			slog.Info("outcome of a change learnt: not committed", "xid", p.xid)
 		case status == "":
 			// Too old for PostgreSQL to know: the conversations stay
 			// unsettled (their members read for each event), which is
