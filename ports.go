@@ -18,15 +18,17 @@ type Publisher interface {
 
 // UnsettledPublisher is what a Publisher that routes events by who belongs
 // to their conversation (delivery.Hub) implements besides, to hear of a
-// write that may change that (a join, a leave, a group's settings) whose
-// COMMIT lost its answer and whose outcome the store could not learn: it
-// may have committed, or may yet, and its events were not published.
-// Unsettled says so for the write's conversations: until the matching
-// Settled, what the publisher knows of their members may be out of date,
-// and it must read them again after each event it routes. The store calls
-// Settled once it learnt the outcome, after publishing the write's events
-// if it committed. Neither blocks; each Unsettled of a conversation is
-// ended by one Settled.
+// write that may change that (a join, a leave, a group's settings) from
+// right before its COMMIT until its events were published: once
+// PostgreSQL committed it, entries committed after it may reach the
+// publisher before them (its answer on the way back, or lost, and its
+// outcome asked about for seconds or not learnt at all). Unsettled says
+// so for the write's conversations: until the matching Settled, what the
+// publisher knows of their members may be out of date, and it must read
+// them again after each event it routes. The store calls Settled once it
+// knows the outcome, after publishing the write's events if it
+// committed. Neither blocks; each Unsettled of a conversation is ended by
+// one Settled.
 type UnsettledPublisher interface {
 	Unsettled(conversationIDs ...int64)
 	Settled(conversationIDs ...int64)

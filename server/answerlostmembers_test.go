@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,4 +160,64 @@ func TestASettingsChangeWhoseOutcomeWasNotLearntHidesEditsLiveAsHistoryDoes(t *t
 			t.Errorf("carol got edit %d of a message from before her join with its body %q, want it hidden (history is visible from her join)", i+1, ev.Body)
 		}
 	}
+}
+
+// TestASettingsChangeWhoseCommitAnswerIsLateHidesEditsLiveMeanwhile: alice
+// makes a group's history visible only from each member's join; the
+// change committed, but its answer has not come back yet (the connection
+// hangs before it dies, as on a network failure). Meanwhile alice edits a
+// message from before carol's join, twice: carol, online on the node,
+// gets both edits without their body, as history shows them her. Before,
+// the group was unsettled only once pg_xact_status had failed for 5 s
+// after the answer was lost: the first edit came from PostgreSQL (the
+// change's entry, not published yet, was a gap in her stream) and hid its
+// body, but the second came live with the floors the member index held
+// before the change.
+func TestASettingsChangeWhoseCommitAnswerIsLateHidesEditsLiveMeanwhile(t *testing.T) {
+	t.Parallel()
+	srv, proxy := answerLosingNode(t, nil)
+	ctx := context.Background()
+	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2})
+	path := fmt.Sprintf("/v1/conversations/%d", conv.ID)
+	if r := httpDo(t, srv, 1, "PATCH", path, map[string]any{"historyVisible": "all"}); r.status != 200 {
+		t.Fatalf("history visible to all: %d %s", r.status, r.body)
+	}
+	secret, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "before carol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := httpDo(t, srv, 1, "POST", path+"/members", map[string]any{"userId": 3}); r.status != 201 {
+		t.Fatalf("add carol: %d %s", r.status, r.body)
+	}
+	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
+	mustSendAs(t, srv, conv.ID, 1, "hello carol")
+	nextEvent(t, carol, "message.new", 5*time.Second)
+
+	committed, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	defer releaseOnce.Do(func() { close(release) })
+	cut := proxy.LoseAnswer("history_visible = $6", func() {
+		close(committed)
+		<-release
+	})
+	changed := make(chan httpReply, 1)
+	go func() { changed <- httpDo(t, srv, 1, "PATCH", path, map[string]any{"historyVisible": "joined"}) }()
+	select {
+	case <-committed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the settings change did not commit")
+	}
+
+	for i, body := range []string{"first edit", "second edit"} {
+		if _, err := srv.Service.Edit(ctx, chat.EditRequest{ConversationID: conv.ID, UserID: 1, ClientMsgID: newID(),
+			TargetSeq: secret.Message.Seq, Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		if ev := nextEvent(t, carol, "message.edited", 5*time.Second); ev.Body != "" {
+			t.Errorf("carol got edit %d of a message from before her join with its body %q, want it hidden (history is visible from her join)", i+1, ev.Body)
+		}
+	}
+	releaseOnce.Do(func() { close(release) })
+	<-cut
+	<-changed
 }

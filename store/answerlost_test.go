@@ -1,11 +1,15 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -339,4 +343,60 @@ func TestARemovalWhoseOutcomeWasNotLearntIsPublishedOnceLearnt(t *testing.T) {
 	if got := rec.entries()[before:]; !slices.Equal(got, want) {
 		t.Errorf("published: %q, want %q", got, want)
 	}
+}
+
+// batchers counts the goroutines running a send batcher.
+func batchers() int {
+	var b bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	return strings.Count(b.String(), "store.(*batcher).run(")
+}
+
+// TestCloseStopsGroupCommitWhileAnOutcomeIsBeingAsked: the outcome of a
+// removal is not known, and PostgreSQL does not answer the store's next
+// question about it when the node shuts down with a short deadline: Close
+// still stops group commit (its batcher goroutine ends). Before, Close
+// returned at once with "stop learning outcomes" and left the batcher
+// running for good. Not parallel: it counts the batchers of the process.
+func TestCloseStopsGroupCommitWhileAnOutcomeIsBeingAsked(t *testing.T) {
+	ctx, _, proxy := answerLosingPool(t)
+	base := batchers()
+	st := store.New(proxy.Pool, chat.DefaultLimits(), store.WithPublisher(&settleRecorder{}))
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	conv := mustGroup(t, st, 1, 2, 3)
+	mustSend(t, st, conv.ID, 1, "starts group commit")
+	if n := batchers(); n != base+1 {
+		t.Fatalf("%d batchers running, want %d", n, base+1)
+	}
+
+	var hang atomic.Bool
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	defer close(unblock)
+	var once sync.Once
+	var lose func()
+	lose = func() {
+		if hang.Load() {
+			once.Do(func() { close(entered) })
+			<-unblock
+			return
+		}
+		proxy.LoseAnswer("pg_xact_status", lose)
+	}
+	cut := proxy.LoseAnswer("DELETE FROM conversation_member WHERE conversation_id", func() { proxy.LoseAnswer("pg_xact_status", lose) })
+	err := st.RemoveMember(ctx, conv.ID, 1, 2)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the removal's COMMIT was not lost")
+	}
+	if !errors.Is(err, chat.ErrUnavailable) {
+		t.Fatalf("the removal whose outcome was not learnt = %v, want unavailable", err)
+	}
+	hang.Store(true)
+	testkit.Receive(t, entered, 10*time.Second, "the store never asked again about the removal")
+
+	cctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = st.Close(cctx)
+	testkit.WaitFor(t, 5*time.Second, "the send batcher to stop after Close", func() bool { return batchers() == base })
 }

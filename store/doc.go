@@ -23,9 +23,12 @@
 // COMMIT and ask PostgreSQL what became of it (internal/pgerr:
 // Committed). When it cannot tell in time, such a write's events go to
 // one goroutine that asks again until it can and publishes them if the
-// write committed; meanwhile the publisher hears that the conversations
-// whose members they may change are unsettled (chat.UnsettledPublisher;
-// outcomes.go says why there and not in the Kafka consumer).
+// write committed (outcomes.go says why there and not in the Kafka
+// consumer). From right before the COMMIT of a write that may change who
+// belongs to a conversation, or their history floors, until its events
+// were published (or it is known not to have committed), the publisher
+// hears that the conversation is unsettled (chat.UnsettledPublisher):
+// entries committed after it may reach the publisher before its events.
 //
 // What one lock serialises reaches the publisher in commit order on the
 // committing node, as it reaches other nodes in outbox order: a send

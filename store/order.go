@@ -75,25 +75,33 @@ func (s *Store) orderedTx(ctx context.Context, op string, fn func(pgx.Tx, **turn
 	var (
 		t         *turn
 		evs       []chat.Event
+		convs     []int64 // unsettled at the COMMIT (unsettle)
 		committed bool
+		learning  bool
 	)
 	defer func() {
 		if !committed {
 			evs = nil
 		}
-		t.done(func() { s.publish(evs...) })
+		t.done(func() {
+			s.publish(evs...)
+			if !learning {
+				s.settle(convs)
+			}
+		})
 	}()
 	unknown, err := s.inTxOutcome(ctx, op, func(tx pgx.Tx) error {
 		var err error
 		evs, err = fn(tx, &t)
 		return err
-	})
+	}, func() { convs = s.unsettle(evs) })
 	committed = err == nil
 	if unknown != "" {
 		// Published once learnt, after the turns of this node's later
 		// writes maybe: the fan-out drops a membership or settings event
 		// older than one it routed (delivery's member index).
-		s.learnLater(unknown, evs)
+		learning = true
+		s.learnLater(unknown, evs, convs)
 	}
 	return err
 }

@@ -18,8 +18,8 @@ import (
 // unavailable and published nothing, yet may have committed, or may
 // still. One goroutine (learn) asks PostgreSQL about them until it knows,
 // and publishes the events of those that committed then. Until then the
-// conversations whose members they may change are unsettled for the
-// publisher (chat.UnsettledPublisher): the fan-out reads their members
+// conversations whose members they may change stay unsettled for the
+// publisher (unsettle, since right before the COMMIT): the fan-out reads their members
 // again for each event, so an entry committed after such a removal does
 // not reach the removed member's sessions, nor one after such a join miss
 // the new member's.
@@ -34,7 +34,8 @@ type outcomes struct {
 	started bool
 	stopped bool
 	wake    chan struct{} // a new outcome to learn: ask at once
-	stop    chan struct{}
+	stop    context.CancelFunc
+	ctx     context.Context // cancelled by stop: learn returns, a question is given up
 	done    chan struct{}
 }
 
@@ -53,6 +54,14 @@ const (
 	outcomeMaxPause = time.Second
 )
 
+// maxPendingOutcomes bounds the writes whose outcome is being learnt (and
+// the events they hold): past it, one is not taken, its events are not
+// published on this node and its conversations stay unsettled, which is
+// safe (chat.UnsettledPublisher). Each needs a COMMIT whose answer was
+// lost and 5 s of PostgreSQL not answering after it, so reaching it means
+// PostgreSQL answers writes but not pg_xact_status.
+const maxPendingOutcomes = 4096
+
 // unsettling reports whether ev may change who receives its
 // conversation's events, or what of them (history floors).
 func unsettling(ev chat.Event) bool {
@@ -63,10 +72,44 @@ func unsettling(ev chat.Event) bool {
 	return false
 }
 
+// unsettle tells the publisher that the conversations whose members or
+// floors evs may change are unsettled, and returns them: called right
+// before the COMMIT of the write that returned evs, for from the moment
+// PostgreSQL commits it until its events are published (its answer on
+// the way back, or lost, the outcome asked about for seconds, or not
+// learnt at all), the entries committed after it would otherwise be
+// routed by members as they were before it. Each must be ended by one
+// settle, after the write's events were published if it committed.
+func (s *Store) unsettle(evs []chat.Event) []int64 {
+	u, ok := s.publisher.(chat.UnsettledPublisher)
+	if !ok {
+		return nil
+	}
+	var convs []int64
+	for _, ev := range evs {
+		if unsettling(ev) && !slices.Contains(convs, ev.ConversationID) {
+			convs = append(convs, ev.ConversationID)
+		}
+	}
+	if len(convs) > 0 {
+		u.Unsettled(convs...)
+	}
+	return convs
+}
+
+// settle ends the unsettle that returned convs.
+func (s *Store) settle(convs []int64) {
+	if len(convs) > 0 {
+		s.publisher.(chat.UnsettledPublisher).Settled(convs...)
+	}
+}
+
 // learnLater hands the events of the write whose transaction xid's
-// outcome is not known to the goroutine that learns it, and tells the
-// publisher which conversations' members it may change.
-func (s *Store) learnLater(xid string, evs []chat.Event) {
+// outcome is not known to the goroutine that learns it, with the
+// conversations unsettle returned for them, which it settles once it
+// knows (those of a write learnLater cannot take stay unsettled, the safe
+// side).
+func (s *Store) learnLater(xid string, evs []chat.Event, convs []int64) {
 	if s.publisher == nil || len(evs) == 0 {
 		return
 	}
@@ -76,21 +119,18 @@ func (s *Store) learnLater(xid string, evs []chat.Event) {
 	if o.stopped {
 		return
 	}
-	var convs []int64
-	if u, ok := s.publisher.(chat.UnsettledPublisher); ok {
-		for _, ev := range evs {
-			if unsettling(ev) && !slices.Contains(convs, ev.ConversationID) {
-				convs = append(convs, ev.ConversationID)
-			}
-		}
-		if len(convs) > 0 {
-			u.Unsettled(convs...)
-		}
+	if len(o.pending) >= maxPendingOutcomes {
+		slog.Error("outcome of a change not known, and too many are being asked about: its events are not published on this node, and the fan-out reads its conversations' members for each of their events until restarted",
+			"xid", xid, "conversations", convs, "pending", len(o.pending))
+		return
 	}
 	o.pending = append(o.pending, pendingOutcome{xid: xid, evs: evs, convs: convs})
+	slog.Warn("outcome of a change not known (the answer to its COMMIT was lost); asking PostgreSQL until it is, meanwhile the fan-out reads its conversations' members for each of their events",
+		"xid", xid, "conversations", convs, "pending", len(o.pending))
 	if !o.started {
 		o.started = true
-		o.wake, o.stop, o.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		o.wake, o.done = make(chan struct{}, 1), make(chan struct{})
+		o.ctx, o.stop = context.WithCancel(context.Background())
 		go func() { defer close(o.done); s.learn() }()
 	}
 	select {
@@ -100,7 +140,7 @@ func (s *Store) learnLater(xid string, evs []chat.Event) {
 }
 
 // learn asks what became of the pending outcomes until none is left,
-// then waits for the next; it returns when stopOutcomes closes stop.
+// then waits for the next; it returns when stopOutcomes cancels ctx.
 func (s *Store) learn() {
 	o := &s.outcomes
 	for attempt := 0; ; {
@@ -112,7 +152,7 @@ func (s *Store) learn() {
 			attempt = 0
 		}
 		select {
-		case <-o.stop:
+		case <-o.ctx.Done():
 			return
 		case <-o.wake:
 		case <-pause:
@@ -132,7 +172,12 @@ func (s *Store) askOutcomes() (left bool) {
 	o.mu.Unlock()
 	var kept []pendingOutcome
 	for _, p := range asked {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if o.ctx.Err() != nil {
+			// Stopping: the rest stays unknown, as stopOutcomes says.
+			kept = append(kept, p)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(o.ctx, 2*time.Second)
 		status, err := pgerr.XactStatus(ctx, s.pool, p.xid)
 		cancel()
 		switch {
@@ -140,7 +185,10 @@ func (s *Store) askOutcomes() (left bool) {
 			kept = append(kept, p)
 			continue
 		case status == "committed":
+			slog.Info("outcome of a change learnt: committed, its events published", "xid", p.xid)
 			s.publish(p.evs...)
+		case status == "aborted":
+			slog.Info("outcome of a change learnt: not committed", "xid", p.xid)
 		case status == "":
 			// Too old for PostgreSQL to know: the conversations stay
 			// unsettled (their members read for each event), which is
@@ -149,9 +197,7 @@ func (s *Store) askOutcomes() (left bool) {
 				"xid", p.xid, "events", len(p.evs))
 			continue
 		}
-		if len(p.convs) > 0 {
-			s.publisher.(chat.UnsettledPublisher).Settled(p.convs...)
-		}
+		s.settle(p.convs)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -170,7 +216,7 @@ func (s *Store) stopOutcomes(ctx context.Context) error {
 	if !started {
 		return nil
 	}
-	close(o.stop)
+	o.stop()
 	select {
 	case <-o.done:
 		return nil

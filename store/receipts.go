@@ -406,7 +406,7 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 		out.reset()
 		return r.st.inTxUnsettled(ctx, "mark read", func(tx pgx.Tx) error {
 			return markReadsTx(ctx, tx, keys, convs, users, seqs, out)
-		})
+		}, nil)
 	})
 	r.m.batch.WithLabelValues("read").Observe(float64(len(keys)))
 	var doubt *commitInDoubt
@@ -428,7 +428,7 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	r.settlers.Add(1)
 	go func() {
 		defer r.settlers.Done()
-		err := r.st.settle(ctx, doubt)
+		err := r.st.settleDoubt(ctx, doubt)
 		cancel()
 		r.answerFlush(batch, keys, out, err)
 		r.rmu.Lock()

@@ -175,8 +175,11 @@ func (s *Store) Close(ctx context.Context) error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	// Group commit is stopped even when ctx ended while the learning of
+	// outcomes stopped: Close runs once.
+	var stopErr error
 	if err := s.stopOutcomes(ctx); err != nil {
-		return fmt.Errorf("stop learning outcomes: %w", err)
+		stopErr = fmt.Errorf("stop learning outcomes: %w", err)
 	}
 	// Using up the Once means no batcher starts after this point, and
 	// one that a concurrent first send is starting is started when Do
@@ -184,13 +187,13 @@ func (s *Store) Close(ctx context.Context) error {
 	s.batchOnce.Do(func() {})
 	b := s.batch.Load()
 	if b == nil {
-		return nil
+		return stopErr
 	}
 	close(b.stop)
 	select {
 	case <-b.done:
 	case <-ctx.Done():
-		return fmt.Errorf("stop send batcher: %w", ctx.Err())
+		return errors.Join(stopErr, fmt.Errorf("stop send batcher: %w", ctx.Err()))
 	}
 drain:
 	for {
@@ -202,7 +205,7 @@ drain:
 			break drain
 		}
 	}
-	return nil
+	return stopErr
 }
 
 // readOnly is what the read paths run in: one snapshot for the membership
@@ -227,15 +230,16 @@ func readOnly() pgx.TxOptions {
 // failure stands: a write that publishes events hands them to the
 // goroutine that asks until it knows (learnLater, through inTxOutcome).
 func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
-	_, err := s.inTxOutcome(ctx, op, fn)
+	_, err := s.inTxOutcome(ctx, op, fn, nil)
 	return err
 }
 
 // inTxOutcome is inTx that also returns, with its failure, the id of a
 // transaction whose COMMIT lost its answer and whose outcome the pool
-// could not tell ("" for every other failure).
-func (s *Store) inTxOutcome(ctx context.Context, op string, fn func(pgx.Tx) error) (unknown string, err error) {
-	err = s.inTxUnsettled(ctx, op, fn)
+// could not tell ("" for every other failure). atCommit, if not nil, is
+// called right before the COMMIT goes out.
+func (s *Store) inTxOutcome(ctx context.Context, op string, fn func(pgx.Tx) error, atCommit func()) (unknown string, err error) {
+	err = s.inTxUnsettled(ctx, op, fn, atCommit)
 	if d, ok := err.(*commitInDoubt); ok {
 		return s.askOutcome(ctx, d)
 	}
@@ -257,9 +261,9 @@ func (d *commitInDoubt) Unwrap() error { return d.err }
 
 // inTxUnsettled is inTx that does not ask what became of a transaction
 // whose COMMIT's answer was lost: it returns a *commitInDoubt for
-// settle, so that a caller that must not wait for the answer (a writer
+// settleDoubt, so that a caller that must not wait for the answer (a writer
 // other callers queue behind) can ask elsewhere.
-func (s *Store) inTxUnsettled(ctx context.Context, op string, fn func(pgx.Tx) error) error {
+func (s *Store) inTxUnsettled(ctx context.Context, op string, fn func(pgx.Tx) error, atCommit func()) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return classify(op, fmt.Errorf("begin: %w", err))
@@ -274,6 +278,9 @@ func (s *Store) inTxUnsettled(ctx context.Context, op string, fn func(pgx.Tx) er
 	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned()::text`).Scan(&xid); err != nil {
 		return classify(op, fmt.Errorf("read the transaction id: %w", err))
 	}
+	if atCommit != nil {
+		atCommit()
+	}
 	err = tx.Commit(ctx)
 	if err == nil || xid == nil && pgerr.AnswerLost(err) {
 		return nil
@@ -284,14 +291,14 @@ func (s *Store) inTxUnsettled(ctx context.Context, op string, fn func(pgx.Tx) er
 	return &commitInDoubt{op: op, xid: *xid, err: err}
 }
 
-// settle asks the pool what became of d's transaction (pgerr.Committed,
+// settleDoubt asks the pool what became of d's transaction (pgerr.Committed,
 // up to 5 s): nil when it committed, else d's failure classified.
-func (s *Store) settle(ctx context.Context, d *commitInDoubt) error {
+func (s *Store) settleDoubt(ctx context.Context, d *commitInDoubt) error {
 	_, err := s.askOutcome(ctx, d)
 	return err
 }
 
-// askOutcome is settle that also returns d's transaction id when the
+// askOutcome is settleDoubt that also returns d's transaction id when the
 // pool could not tell what became of it either (not when PostgreSQL said
 // it did not commit).
 func (s *Store) askOutcome(ctx context.Context, d *commitInDoubt) (unknown string, err error) {
@@ -315,24 +322,26 @@ func (s *Store) writeTx(ctx context.Context, op string, fn func(pgx.Tx) ([]chat.
 	if s.tracer != nil {
 		tc = tracing.Inject(ctx)
 	}
+	var convs []int64
 	unknown, err := s.inTxOutcome(ctx, op, func(tx pgx.Tx) error {
 		var err error
 		if evs, err = fn(tx); err != nil {
 			return err
 		}
 		return insertOutbox(ctx, tx, tc, evs...)
-	})
+	}, func() { convs = s.unsettle(evs) })
 	for i := range evs {
 		evs[i].Trace = tc
 	}
 	if unknown != "" {
-		s.learnLater(unknown, evs)
-	}
-	if err != nil {
+		s.learnLater(unknown, evs, convs)
 		return err
 	}
-	s.publish(evs...)
-	return nil
+	if err == nil {
+		s.publish(evs...)
+	}
+	s.settle(convs)
+	return err
 }
 
 func (s *Store) runTx(ctx context.Context, op string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {

@@ -203,8 +203,9 @@
 // that join, and what the old membership still owed is given up. After an overflow the member index
 // is emptied, and a load under way then is read again, so no dropped
 // membership change leaves it wrong. A conversation the store calls
-// unsettled (Unsettled: a change of its members whose outcome the store
-// has not learnt, and whose events it has not published) has its members
+// unsettled (Unsettled: a change of its members is committing, or its
+// COMMIT lost its answer and the store has not learnt its outcome; its
+// events are not published yet) has its members
 // read again for each of its events, after the event arrived, so after
 // its commit, until Settled, which the fan-out applies in its turn after
 // the events published before it: a removal or join committed meanwhile

@@ -26,3 +26,10 @@ func (s *Session) Pumping() bool {
 	defer s.mu.Unlock()
 	return s.running
 }
+
+// HoldFanout blocks the fan-out at the next event it routes to sessions
+// until release is called (it takes the lock routing reads).
+func (h *Hub) HoldFanout() (release func()) {
+	h.mu.Lock()
+	return h.mu.Unlock
+}

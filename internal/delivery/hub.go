@@ -183,6 +183,7 @@ func (h *Hub) Unsettled(ids ...int64) {
 	for _, id := range ids {
 		if h.unsettled[id] == 0 {
 			h.unsettledN.Add(1)
+			h.opts.Metrics.Unsettled.Inc()
 		}
 		h.unsettled[id]++
 	}
@@ -190,14 +191,25 @@ func (h *Hub) Unsettled(ids ...int64) {
 
 // Settled ends one Unsettled of each conversation once the fan-out has
 // routed what was published before it. It never blocks: with the queue
-// full the conversation stays unsettled, which costs a read of its
-// members per event and nothing else.
+// full, a goroutine queues the end once there is room (until the hub
+// closes), behind what was queued before, so that the conversation does
+// not stay unsettled for good.
 func (h *Hub) Settled(ids ...int64) {
-	for _, id := range ids {
+	for i, id := range ids {
 		select {
 		case h.events <- chat.Event{Type: eventSettled, ConversationID: id}:
 		default:
-			h.opts.Logger.Warn("delivery hub queue full; the conversation's members are read for each of its events", "conversation", id)
+			rest := slices.Clone(ids[i:])
+			go func() {
+				for _, id := range rest {
+					select {
+					case h.events <- chat.Event{Type: eventSettled, ConversationID: id}:
+					case <-h.ctx.Done():
+						return
+					}
+				}
+			}()
+			return
 		}
 	}
 }
@@ -223,6 +235,7 @@ func (h *Hub) settle(conv int64) {
 	case n == 1:
 		delete(h.unsettled, conv)
 		h.unsettledN.Add(-1)
+		h.opts.Metrics.Unsettled.Dec()
 	}
 }
 

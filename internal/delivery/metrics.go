@@ -17,6 +17,7 @@ type Metrics struct {
 	TooLarge       prometheus.Counter
 	DirectDropped  prometheus.Counter
 	EventsDropped  prometheus.Counter
+	Unsettled      prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
@@ -35,10 +36,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		TooLarge:      prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_too_large_total", Help: "Publishes discarded unwritten because they exceed the client's MQTT 5 Maximum Packet Size (its seq is a gap the client fills through history)."}),
 		DirectDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_direct_dropped_total", Help: "Error events and RPC replies dropped because their connection left 1,024 of them unwritten (it reads or acknowledges nothing)."}),
 		EventsDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_events_dropped_total", Help: "Live notifications (read.updated, delivery.updated, member.*, conversation.*, typing, presence, profile.updated) dropped because the hub's or a session's queue was full: unlike entries they are not caught up (clients refresh the inbox)."}),
+		Unsettled:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "chat_delivery_unsettled_conversations", Help: "Conversations whose members the fan-out reads again for each event: a change of their members is committing, or its COMMIT lost its answer and its outcome is not known yet (docs/operations.md)."}),
 		Strays:        prometheus.NewCounter(prometheus.CounterOpts{Name: "chat_delivery_strays_total", Help: "Entries routed to a session of a user it does not know to be a member (not delivered; the session re-reads its conversations)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Sessions, m.Delivered, m.Acked, m.Replayed, m.RecentHits, m.SlowDisconnect, m.Overflows, m.Latency, m.CursorErrors, m.Strays, m.TooLarge, m.DirectDropped, m.EventsDropped)
+		reg.MustRegister(m.Sessions, m.Delivered, m.Acked, m.Replayed, m.RecentHits, m.SlowDisconnect, m.Overflows, m.Latency, m.CursorErrors, m.Strays, m.TooLarge, m.DirectDropped, m.EventsDropped, m.Unsettled)
 	}
 	return m
 }
