@@ -1084,11 +1084,19 @@ BEGIN
         -- connection holds (conn_token cleared by chat_sessions_touch),
         -- and none another statement holds (SKIP LOCKED: this never
         -- waits, holding p_client's row, for another session's lock).
+        -- Those beyond are chosen unlocked, then locked: FOR UPDATE over
+        -- the OFFSET would lock the 100 it skips as well, for the rest of
+        -- this transaction, and a leave of the user (oweUntilLeave, under
+        -- the group's lock) would wait for it. Locked, each is checked
+        -- again as it is now (a connection may have taken it since).
         DELETE FROM chat_session WHERE client_id IN (
             SELECT s.client_id FROM chat_session s
-            WHERE s.user_id = p_user AND s.persistent AND s.conn_token IS NULL AND s.client_id <> p_client
-            ORDER BY s.last_seen_at DESC, s.client_id DESC
-            OFFSET 100
+            WHERE s.client_id IN (
+                    SELECT o.client_id FROM chat_session o
+                    WHERE o.user_id = p_user AND o.persistent AND o.conn_token IS NULL AND o.client_id <> p_client
+                    ORDER BY o.last_seen_at DESC, o.client_id DESC
+                    OFFSET 100)
+              AND s.user_id = p_user AND s.persistent AND s.conn_token IS NULL
             FOR UPDATE SKIP LOCKED);
         -- Each of the user's conversations by key (LATERAL ... LIMIT 1):
         -- planned from an unanalyzed table's guesses, a join read every

@@ -104,3 +104,49 @@ func answeredAndClosed(c net.Conn, want int) error {
 	}
 	return nil
 }
+
+// A request refused before its body was read, whose body net/http would
+// not read anyway, is answered at once and its connection closed, not
+// after answeredBodyGrace: one that asked for 100 Continue (its client
+// waits for it before sending the body, which the refusal never asks
+// for) and one whose unread rest is over the 256 KiB net/http reads of a
+// body its handler left. net/http tells both from the request's own body,
+// so the handler chain must leave it in place.
+func TestARequestRefusedWhoseBodyNetHTTPWouldNotReadIsAnsweredAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := startNode(t, pgtest.NewDB(t), nil)
+	addr := srv.HTTPAddr()
+	for _, s := range []struct {
+		what string
+		send string
+	}{
+		{"an anonymous POST waiting for 100 Continue", "POST /v1/conversations HTTP/1.1\r\nHost: chatd\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"},
+		{"an anonymous POST of 1 MiB whose rest is on its way", "POST /v1/conversations HTTP/1.1\r\nHost: chatd\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n{" + strings.Repeat(" ", 1023)},
+	} {
+		c := dialHTTPFrom(t, "127.0.0.10", addr)
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		start := time.Now()
+		if _, err := io.WriteString(c, s.send); err != nil {
+			t.Fatalf("%s: send: %v", s.what, err)
+		}
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: no answer within 10 s: %v", s.what, err)
+		}
+		// The answer's own time, a few milliseconds; the grace is 2 s.
+		took := time.Since(start)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+			t.Errorf("%s: %d (Connection: close %v), want 401 closing the connection", s.what, resp.StatusCode, resp.Close)
+		}
+		if took >= 2*time.Second {
+			t.Errorf("%s: answered after %v, once net/http had waited for a body it does not read (want at once, the connection closed)", s.what, took.Round(time.Millisecond))
+		}
+		// Closed, once net/http has given up on the body (within the grace).
+		if !closedWithin(c, 5*time.Second) {
+			t.Errorf("%s: the connection is still open 5 s after its answer", s.what)
+		}
+	}
+}

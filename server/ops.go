@@ -528,7 +528,15 @@ func bodyDeadline(next http.Handler, timeout time.Duration) http.Handler {
 		}
 		rc := http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(timeout))
+		// On a copy of the request: net/http decides from its own
+		// request's body (w's) whether to read what a handler left
+		// (none of a body that waits for 100 Continue, none past 256 KiB
+		// unread, none of one closed early) or to close the connection;
+		// wrapped, it read up to 256 KiB of any, waiting the grace for a
+		// body it would not have waited for, and would keep a
+		// connection whose body was closed with bytes still unread.
 		body := &bodyEnd{ReadCloser: r.Body}
+		r = r.WithContext(r.Context())
 		r.Body = body
 		aw := &answering{ResponseWriter: w, rc: rc, body: body}
 		next.ServeHTTP(aw, r)
