@@ -219,3 +219,27 @@ func TestTableOutputAndBadFlags(t *testing.T) {
 		t.Errorf("bad mode: exit %d, %s", code, errb.String())
 	}
 }
+
+func TestAScrapeOfANodeWithAMetricsTokenSendsTheNodesToken(t *testing.T) {
+	const token = "bench-metrics-token-0123456789"
+	url := pgtest.NewDB(t)
+	env := testnode.Env(t, url)
+	env["CHAT_JWT_SECRET"] = testSecret
+	env["CHAT_METRICS_TOKEN"] = token
+	srv := testnode.Start(t, env, nil)
+	metricsURL := "http://" + srv.HTTPAddr() + "/metrics"
+	ctx := context.Background()
+
+	t.Setenv("CHAT_METRICS_TOKEN", "")
+	if _, err := scrapeMetrics(ctx, metricsURL); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("scrape without the token: %v, want 401", err)
+	}
+	t.Setenv("CHAT_METRICS_TOKEN", token)
+	m, err := scrapeMetrics(ctx, metricsURL)
+	if err != nil {
+		t.Fatalf("scrape with CHAT_METRICS_TOKEN set: %v", err)
+	}
+	if _, ok := m["chat_http_requests_total"]; !ok {
+		t.Fatalf("scrape with the token read no chat_http_requests_total: %v", m)
+	}
+}

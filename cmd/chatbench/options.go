@@ -90,7 +90,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.verifyDB, "verify-db", "", "PostgreSQL URL of chatd's database: also check that every acked message is stored once and seqs are gapless")
 	fs.IntVar(&o.chatdPID, "chatd-pid", 0, "chatd's process id: report its CPU and RSS (Linux /proc)")
 	fs.IntVar(&o.pgPID, "pg-pid", 0, "the PostgreSQL postmaster's process id: report the CPU of it and all its backends, and their PSS (Linux /proc)")
-	fs.StringVar(&o.metricsURL, "metrics", "", "chatd's Prometheus endpoint, scraped before and after to report its own view (default -http + /metrics; \"off\" to skip)")
+	fs.StringVar(&o.metricsURL, "metrics", "", "chatd's Prometheus endpoint, scraped before and after to report its own view (default -http + /metrics; \"off\" to skip); sent with CHAT_METRICS_TOKEN as a bearer token when set")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write chatbench's own CPU profile to this file")
 	fs.IntVar(&o.procs, "procs", 0, "run chatbench's goroutines on at most this many cores (GOMAXPROCS; 0: Go's default, one per core). 1 at a fixed -rate spares the server under test the load generator's thread wake-ups between cores; a maximum rate may need more")
 	fs.StringVar(&o.ackLog, "ack-log", "", "write every acknowledged publish to this file, one a line: its send time (Unix seconds, microsecond precision) and its PUBACK latency in microseconds, to line slow PUBACKs up with the server's logs")

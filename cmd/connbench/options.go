@@ -53,7 +53,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.connectRate, "connect-rate", 1000, "connections started per second (connect and resume)")
 	fs.StringVar(&sources, "sources", "127.0.0.1", "source addresses to dial from, round robin: a list (127.0.0.2,127.0.0.3) or a range (127.0.0.2-127.0.0.9 or 127.0.0.2-9)")
 	o.AddFlags(fs)
-	fs.StringVar(&o.metricsURL, "metrics", "", "the server's Prometheus endpoint (default -http + /metrics; required with -plain)")
+	fs.StringVar(&o.metricsURL, "metrics", "", "the server's Prometheus endpoint (default -http + /metrics; required with -plain); sent with CHAT_METRICS_TOKEN as a bearer token when set")
 	fs.StringVar(&o.pprofURL, "pprof", "", "the server's pprof base URL (chatd's CHAT_PPROF_ADDR): heap?gc=1 collects garbage before each reading; without it the heap figures include garbage")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "the server's process id (RSS, open files)")
 	fs.IntVar(&o.pgPID, "pg-pid", 0, "the PostgreSQL postmaster's process id: PSS of it and its backends")
