@@ -340,3 +340,50 @@ func TestARemovalWhoseOutcomeWasNotLearntIsPublishedOnceLearnt(t *testing.T) {
 		t.Errorf("published: %q, want %q", got, want)
 	}
 }
+
+// TestAReadReceiptWhoseOutcomeWasNotLearntIsPublishedOnceLearnt: bob's
+// read batch committed, the answer to its COMMIT was lost, and
+// PostgreSQL does not answer the question of what became of it: bob's
+// receipt is answered unavailable and nothing is published. Once
+// PostgreSQL answers again, the store learns that it committed and
+// publishes bob's read.updated to this node's sessions (his other
+// devices', the senders'), as a membership change's (writeTx) is. Before,
+// the read batch's settling dropped its events: the node's sessions,
+// which skip its own outbox rows in Kafka, never heard of the receipt.
+func TestAReadReceiptWhoseOutcomeWasNotLearntIsPublishedOnceLearnt(t *testing.T) {
+	t.Parallel()
+	ctx, pool, proxy := answerLosingPool(t)
+	rec := &publishRecorder{types: []string{chat.EventReadUpdated}}
+	st := store.New(proxy.Pool, chat.DefaultLimits(), store.WithPublisher(rec))
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	conv := mustGroup(t, st, 1, 2)
+	sendN(t, st, conv.ID, 1, 3, "hi bob")
+
+	var reachable func()
+	cut := proxy.LoseAnswer("UPDATE conversation_member m\nSET last_read_seq", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
+	_, err := r.MarkRead(ctx, conv.ID, 2, 2)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the read batch's COMMIT was not lost")
+	}
+	if !errors.Is(err, chat.ErrUnavailable) {
+		t.Fatalf("the read receipt whose outcome was not learnt = %v, want unavailable", err)
+	}
+	if got := queryInt(t, pool, `SELECT last_read_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, conv.ID); got != 2 {
+		t.Fatalf("bob's read watermark is %d, want 2 (committed)", got)
+	}
+	if evs := rec.events(); len(evs) != 0 {
+		t.Fatalf("published while the outcome is not known: %+v", evs)
+	}
+	reachable()
+	testkit.WaitFor(t, 10*time.Second, "bob's read.updated published once learnt", func() bool {
+		for _, ev := range rec.events() {
+			if ev.ConversationID == conv.ID && ev.UserID == 2 && ev.Seq == 2 {
+				return true
+			}
+		}
+		return false
+	})
+}

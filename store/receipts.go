@@ -428,8 +428,14 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	r.settlers.Add(1)
 	go func() {
 		defer r.settlers.Done()
-		err := r.st.settle(ctx, doubt)
+		unknown, err := r.st.askOutcome(ctx, doubt)
 		cancel()
+		if unknown != "" {
+			// Answered unavailable, it may have committed all the
+			// same: its events are published once that is learnt, as
+			// writeTx's are.
+			r.st.learnLater(unknown, out.events)
+		}
 		r.answerFlush(batch, keys, out, err)
 		r.rmu.Lock()
 		for _, k := range keys {
