@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -386,4 +389,84 @@ func TestAReadReceiptWhoseOutcomeWasNotLearntIsPublishedOnceLearnt(t *testing.T)
 		}
 		return false
 	})
+}
+
+// settlingGoroutines counts the goroutines that settle read batches in
+// doubt (Receipts.flushReads's).
+func settlingGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "created by github.com/chatd/chatd/store.(*Receipts).flushReads in ")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestReadBatchesInDoubtAreSettledByAFewGoroutinesAtMost: six read
+// batches in a row have their COMMIT held back (their connections died,
+// PostgreSQL has not noticed), as when the network to PostgreSQL fails
+// for a while. The goroutines that ask what became of them (each up to
+// 5 s) are at most store.MaxSettlingReads at once; a batch in doubt
+// beyond them is settled on the writer itself, as when there were
+// none; every receipt is answered. Before, each batch in doubt started
+// one, without bound: a long outage piled up goroutines, each asking
+// PostgreSQL every 200 ms on the pool that sends use.
+// Not parallel: it counts every goroutine of the process.
+func TestReadBatchesInDoubtAreSettledByAFewGoroutinesAtMost(t *testing.T) {
+	ctx, _, proxy := answerLosingPool(t)
+	st := store.New(proxy.Pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	const batches = store.MaxSettlingReads + 2
+	convs := make([]int64, batches)
+	for i := range convs {
+		convs[i] = mustGroup(t, st, 1, 2).ID
+		sendN(t, st, convs[i], 1, 2, "hi bob")
+	}
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := int64(settlingGoroutines()); n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	answers := make(chan error, batches)
+	for _, conv := range convs {
+		cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
+		go func() {
+			_, err := r.MarkRead(ctx, conv, 2, 2)
+			answers <- err
+		}()
+		select {
+		case <-cut:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("the read batch of conversation %d was not held back", conv)
+		}
+	}
+	for range batches {
+		select {
+		case err := <-answers:
+			if !errors.Is(err, chat.ErrUnavailable) {
+				t.Errorf("a receipt whose batch is in doubt = %v, want unavailable", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a receipt whose batch is in doubt was not answered")
+		}
+	}
+	close(stop)
+	<-sampled
+	if p := peak.Load(); p > store.MaxSettlingReads {
+		t.Errorf("%d goroutines settled read batches at once, want at most %d", p, store.MaxSettlingReads)
+	}
 }
