@@ -470,3 +470,67 @@ func TestReadBatchesInDoubtAreSettledByAFewGoroutinesAtMost(t *testing.T) {
 		t.Errorf("%d goroutines settled read batches at once, want at most %d", p, store.MaxSettlingReads)
 	}
 }
+
+// TestReceiptsAfterABatchWhoseTransactionIsStillInProgressAreNotHeldUp:
+// bob's read batch is in doubt (its connection died with its COMMIT
+// unsent, PostgreSQL has not noticed: the transaction is in progress and
+// holds bob's member row), and stays so past the 5 s the writer asks:
+// bob's receipt is answered unavailable. His next receipt, sent
+// meanwhile, waits for his transaction to end (its batch would wait for
+// his row), and carol's receipt after it is still answered at once.
+// Before, bob's pair was let go when his receipt was answered: his next
+// receipt's batch waited for his row on the node's one read writer, and
+// carol's receipt behind it until PostgreSQL ended the orphaned
+// transaction (idle_in_transaction_session_timeout).
+func TestReceiptsAfterABatchWhoseTransactionIsStillInProgressAreNotHeldUp(t *testing.T) {
+	t.Parallel()
+	ctx, pool, proxy := answerLosingPool(t)
+	st := store.New(proxy.Pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	bobs := mustGroup(t, st, 1, 2)
+	carols := mustGroup(t, st, 1, 3)
+	sendN(t, st, bobs.ID, 1, 3, "hi bob")
+	sendN(t, st, carols.ID, 1, 3, "hi carol")
+
+	cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.MarkRead(ctx, bobs.ID, 2, 2)
+		first <- err
+	}()
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read batch's COMMIT was not held back")
+	}
+	next := make(chan error, 1)
+	go func() {
+		_, err := r.MarkRead(ctx, bobs.ID, 2, 3)
+		next <- err
+	}()
+	select {
+	case err := <-first:
+		if !errors.Is(err, chat.ErrUnavailable) {
+			t.Fatalf("bob's receipt whose transaction is in progress = %v, want unavailable", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("bob's receipt was not answered")
+	}
+	start := time.Now()
+	res, err := r.MarkRead(ctx, carols.ID, 3, 3)
+	if took := time.Since(start); err != nil || res.LastReadSeq != 3 || took > time.Second {
+		t.Errorf("carol's receipt after bob's was answered = %+v, %v after %v; want lastReadSeq 3 within 1s", res, err, took.Round(time.Millisecond))
+	}
+	select {
+	case err := <-next:
+		if err != nil {
+			t.Errorf("bob's next receipt = %v, want it written once his transaction ended", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("bob's next receipt was not answered")
+	}
+	if got := queryInt(t, pool, `SELECT last_read_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, bobs.ID); got != 3 {
+		t.Errorf("bob's read watermark is %d, want 3", got)
+	}
+}

@@ -447,7 +447,9 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	r.settlers.Add(1)
 	go func() {
 		defer r.settlers.Done()
-		r.settleRead(ctx, doubt, batch, keys, out)
+		if r.settleRead(ctx, doubt, batch, keys, out) != "" {
+			r.awaitEnd(doubt.xid)
+		}
 		cancel()
 		r.rmu.Lock()
 		for _, k := range keys {
@@ -460,8 +462,9 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 }
 
 // settleRead asks what became of a read batch whose COMMIT is in doubt
-// and answers its waiters.
-func (r *Receipts) settleRead(ctx context.Context, doubt *commitInDoubt, batch map[memberKey]*pendingRead, keys []memberKey, out *readOutcome) {
+// and answers its waiters. It returns the transaction's id when its
+// outcome is still not known.
+func (r *Receipts) settleRead(ctx context.Context, doubt *commitInDoubt, batch map[memberKey]*pendingRead, keys []memberKey, out *readOutcome) (unknown string) {
 	unknown, err := r.st.askOutcome(ctx, doubt)
 	if unknown != "" {
 		// Answered unavailable, it may have committed all the same:
@@ -470,6 +473,33 @@ func (r *Receipts) settleRead(ctx context.Context, doubt *commitInDoubt, batch m
 		r.st.learnLater(unknown, out.events)
 	}
 	r.answerFlush(batch, keys, out, err)
+	return unknown
+}
+
+// maxAwaitEnd bounds how long a read batch in doubt whose outcome was
+// not learnt keeps its pairs held (awaitEnd): past it PostgreSQL should
+// long have ended an orphaned transaction
+// (idle_in_transaction_session_timeout, 10 s on chatd's pools).
+const maxAwaitEnd = 30 * time.Second
+
+// awaitEnd waits, up to maxAwaitEnd, until transaction xid is no longer
+// in progress. A read batch whose outcome was not learnt in
+// pgerr.Committed's wait may still hold its member rows (its connection
+// died with the COMMIT unsent, and PostgreSQL has not noticed): a later
+// batch with one of its pairs would wait for that row on the read
+// writer, every other user's receipts behind it. So its pairs stay held
+// until then.
+func (r *Receipts) awaitEnd(xid string) {
+	deadline := time.Now().Add(maxAwaitEnd)
+	for pause := 50 * time.Millisecond; time.Now().Before(deadline); pause = min(2*pause, time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		status, err := pgerr.XactStatus(ctx, r.st.pool, xid)
+		cancel()
+		if err == nil && status != "in progress" {
+			return
+		}
+		time.Sleep(pause)
+	}
 }
 
 // answerFlush answers the waiters of a read batch whose transaction
