@@ -534,3 +534,53 @@ func TestReceiptsAfterABatchWhoseTransactionIsStillInProgressAreNotHeldUp(t *tes
 		t.Errorf("bob's read watermark is %d, want 3", got)
 	}
 }
+
+// TestClosingReceiptsWritesTheAcknowledgementsWhileAReadBatchIsInDoubt:
+// a node stops while a read batch of bob's is in doubt (its transaction
+// orphaned, in progress), with an acknowledgement of carol's waiting for
+// the next delivered flush. Close's context runs out before bob's batch
+// is settled; carol's acknowledgement is written all the same, within
+// it. Before, Close stopped the delivered writer only after the read
+// writer was done: it returned at its deadline with the delivered
+// writer never told to stop, its last flush never made (the pool closed
+// after it, the acknowledgement lost).
+func TestClosingReceiptsWritesTheAcknowledgementsWhileAReadBatchIsInDoubt(t *testing.T) {
+	t.Parallel()
+	ctx, pool, proxy := answerLosingPool(t)
+	st := store.New(proxy.Pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r, err := store.NewReceipts(st, store.ReceiptsConfig{DeliveredInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		_ = r.Close(ctx)
+	})
+	bobs := mustGroup(t, st, 1, 2)
+	carols := mustGroup(t, st, 1, 3)
+	sendN(t, st, bobs.ID, 1, 3, "hi bob")
+	sendN(t, st, carols.ID, 1, 3, "hi carol")
+	r.Delivered(carols.ID, 3, 1)
+	waitFor(t, "carol's first acknowledgement written", func() bool {
+		var n int64
+		err := pool.QueryRow(ctx, `SELECT delivered_seq FROM member_delivery WHERE conversation_id = $1 AND user_id = 3`, carols.ID).Scan(&n)
+		return err == nil && n == 1
+	})
+	r.Delivered(carols.ID, 3, 2) // waits for the next flush: an hour, or Close
+
+	cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
+	go func() { _, _ = r.MarkRead(ctx, bobs.ID, 2, 2) }()
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read batch's COMMIT was not held back")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_ = r.Close(cctx) // bob's batch is not settled within it
+	if n := deliveredRow(t, pool, carols.ID, 3); n != 2 {
+		t.Errorf("carol's delivered watermark after Close = %d, want 2 (her waiting acknowledgement written)", n)
+	}
+}

@@ -294,10 +294,16 @@ func (r *Receipts) Close(ctx context.Context) error {
 	r.rclosed = true
 	r.rmu.Unlock()
 	r.stopOnce.Do(func() { close(r.stop) })
-	if err := shutdown.Wait(ctx, &r.wg); err != nil {
-		return fmt.Errorf("close receipts: %w", err)
+	// The two writers stop side by side: a read batch in doubt may keep
+	// the read writer past ctx, and the delivered writer's last flush
+	// must not wait for it.
+	derr := make(chan error, 1)
+	go func() { derr <- r.dwriter.Close(ctx) }()
+	err := shutdown.Wait(ctx, &r.wg)
+	if err != nil {
+		err = fmt.Errorf("close receipts: %w", err)
 	}
-	return r.dwriter.Close(ctx)
+	return errors.Join(err, <-derr)
 }
 
 // --- read receipts ---
