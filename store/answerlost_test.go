@@ -519,8 +519,10 @@ func TestReceiptsAfterABatchWhoseTransactionIsStillInProgressAreNotHeldUp(t *tes
 	}
 	start := time.Now()
 	res, err := r.MarkRead(ctx, carols.ID, 3, 3)
-	if took := time.Since(start); err != nil || res.LastReadSeq != 3 || took > time.Second {
-		t.Errorf("carol's receipt after bob's was answered = %+v, %v after %v; want lastReadSeq 3 within 1s", res, err, took.Round(time.Millisecond))
+	// 3 s: room for a loaded machine, below the ~5 s left of the
+	// orphan's idle bound that it waited before.
+	if took := time.Since(start); err != nil || res.LastReadSeq != 3 || took > 3*time.Second {
+		t.Errorf("carol's receipt after bob's was answered = %+v, %v after %v; want lastReadSeq 3 within 3s", res, err, took.Round(time.Millisecond))
 	}
 	select {
 	case err := <-next:
