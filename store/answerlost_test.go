@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -399,4 +400,247 @@ func TestCloseStopsGroupCommitWhileAnOutcomeIsBeingAsked(t *testing.T) {
 	defer cancel()
 	_ = st.Close(cctx)
 	testkit.WaitFor(t, 5*time.Second, "the send batcher to stop after Close", func() bool { return batchers() == base })
+}
+
+// TestAReadReceiptWhoseOutcomeWasNotLearntIsPublishedOnceLearnt: bob's
+// read batch committed, the answer to its COMMIT was lost, and
+// PostgreSQL does not answer the question of what became of it: bob's
+// receipt is answered unavailable and nothing is published. Once
+// PostgreSQL answers again, the store learns that it committed and
+// publishes bob's read.updated to this node's sessions (his other
+// devices', the senders'), as a membership change's (writeTx) is. Before,
+// the read batch's settling dropped its events: the node's sessions,
+// which skip its own outbox rows in Kafka, never heard of the receipt.
+func TestAReadReceiptWhoseOutcomeWasNotLearntIsPublishedOnceLearnt(t *testing.T) {
+	t.Parallel()
+	ctx, pool, proxy := answerLosingPool(t)
+	rec := &publishRecorder{types: []string{chat.EventReadUpdated}}
+	st := store.New(proxy.Pool, chat.DefaultLimits(), store.WithPublisher(rec))
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	conv := mustGroup(t, st, 1, 2)
+	sendN(t, st, conv.ID, 1, 3, "hi bob")
+
+	var reachable func()
+	cut := proxy.LoseAnswer("UPDATE conversation_member m\nSET last_read_seq", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
+	_, err := r.MarkRead(ctx, conv.ID, 2, 2)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the read batch's COMMIT was not lost")
+	}
+	if !errors.Is(err, chat.ErrUnavailable) {
+		t.Fatalf("the read receipt whose outcome was not learnt = %v, want unavailable", err)
+	}
+	if got := queryInt(t, pool, `SELECT last_read_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, conv.ID); got != 2 {
+		t.Fatalf("bob's read watermark is %d, want 2 (committed)", got)
+	}
+	if evs := rec.events(); len(evs) != 0 {
+		t.Fatalf("published while the outcome is not known: %+v", evs)
+	}
+	reachable()
+	testkit.WaitFor(t, 10*time.Second, "bob's read.updated published once learnt", func() bool {
+		for _, ev := range rec.events() {
+			if ev.ConversationID == conv.ID && ev.UserID == 2 && ev.Seq == 2 {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// settlingGoroutines counts the goroutines that settle read batches in
+// doubt (Receipts.flushReads's).
+func settlingGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "created by github.com/chatd/chatd/store.(*Receipts).flushReads in ")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestReadBatchesInDoubtAreSettledByAFewGoroutinesAtMost: six read
+// batches in a row have their COMMIT held back (their connections died,
+// PostgreSQL has not noticed), as when the network to PostgreSQL fails
+// for a while. The goroutines that ask what became of them (each up to
+// 5 s) are at most store.MaxSettlingReads at once; a batch in doubt
+// beyond them is settled on the writer itself, as when there were
+// none; every receipt is answered. Before, each batch in doubt started
+// one, without bound: a long outage piled up goroutines, each asking
+// PostgreSQL every 200 ms on the pool that sends use.
+// Not parallel: it counts every goroutine of the process.
+func TestReadBatchesInDoubtAreSettledByAFewGoroutinesAtMost(t *testing.T) {
+	ctx, _, proxy := answerLosingPool(t)
+	st := store.New(proxy.Pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	const batches = store.MaxSettlingReads + 2
+	convs := make([]int64, batches)
+	for i := range convs {
+		convs[i] = mustGroup(t, st, 1, 2).ID
+		sendN(t, st, convs[i], 1, 2, "hi bob")
+	}
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := int64(settlingGoroutines()); n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	answers := make(chan error, batches)
+	for _, conv := range convs {
+		cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
+		go func() {
+			_, err := r.MarkRead(ctx, conv, 2, 2)
+			answers <- err
+		}()
+		select {
+		case <-cut:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("the read batch of conversation %d was not held back", conv)
+		}
+	}
+	for range batches {
+		select {
+		case err := <-answers:
+			if !errors.Is(err, chat.ErrUnavailable) {
+				t.Errorf("a receipt whose batch is in doubt = %v, want unavailable", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a receipt whose batch is in doubt was not answered")
+		}
+	}
+	close(stop)
+	<-sampled
+	if p := peak.Load(); p > store.MaxSettlingReads {
+		t.Errorf("%d goroutines settled read batches at once, want at most %d", p, store.MaxSettlingReads)
+	}
+}
+
+// TestReceiptsAfterABatchWhoseTransactionIsStillInProgressAreNotHeldUp:
+// bob's read batch is in doubt (its connection died with its COMMIT
+// unsent, PostgreSQL has not noticed: the transaction is in progress and
+// holds bob's member row), and stays so past the 5 s the writer asks:
+// bob's receipt is answered unavailable. His next receipt, sent
+// meanwhile, waits for his transaction to end (its batch would wait for
+// his row), and carol's receipt after it is still answered at once.
+// Before, bob's pair was let go when his receipt was answered: his next
+// receipt's batch waited for his row on the node's one read writer, and
+// carol's receipt behind it until PostgreSQL ended the orphaned
+// transaction (idle_in_transaction_session_timeout).
+func TestReceiptsAfterABatchWhoseTransactionIsStillInProgressAreNotHeldUp(t *testing.T) {
+	t.Parallel()
+	ctx, pool, proxy := answerLosingPool(t)
+	st := store.New(proxy.Pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	bobs := mustGroup(t, st, 1, 2)
+	carols := mustGroup(t, st, 1, 3)
+	sendN(t, st, bobs.ID, 1, 3, "hi bob")
+	sendN(t, st, carols.ID, 1, 3, "hi carol")
+
+	cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.MarkRead(ctx, bobs.ID, 2, 2)
+		first <- err
+	}()
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read batch's COMMIT was not held back")
+	}
+	next := make(chan error, 1)
+	go func() {
+		_, err := r.MarkRead(ctx, bobs.ID, 2, 3)
+		next <- err
+	}()
+	select {
+	case err := <-first:
+		if !errors.Is(err, chat.ErrUnavailable) {
+			t.Fatalf("bob's receipt whose transaction is in progress = %v, want unavailable", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("bob's receipt was not answered")
+	}
+	start := time.Now()
+	res, err := r.MarkRead(ctx, carols.ID, 3, 3)
+	// 3 s: room for a loaded machine, below the ~5 s left of the
+	// orphan's idle bound that it waited before.
+	if took := time.Since(start); err != nil || res.LastReadSeq != 3 || took > 3*time.Second {
+		t.Errorf("carol's receipt after bob's was answered = %+v, %v after %v; want lastReadSeq 3 within 3s", res, err, took.Round(time.Millisecond))
+	}
+	select {
+	case err := <-next:
+		if err != nil {
+			t.Errorf("bob's next receipt = %v, want it written once his transaction ended", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("bob's next receipt was not answered")
+	}
+	if got := queryInt(t, pool, `SELECT last_read_seq FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, bobs.ID); got != 3 {
+		t.Errorf("bob's read watermark is %d, want 3", got)
+	}
+}
+
+// TestClosingReceiptsWritesTheAcknowledgementsWhileAReadBatchIsInDoubt:
+// a node stops while a read batch of bob's is in doubt (its transaction
+// orphaned, in progress), with an acknowledgement of carol's waiting for
+// the next delivered flush. Close's context runs out before bob's batch
+// is settled; carol's acknowledgement is written all the same, within
+// it. Before, Close stopped the delivered writer only after the read
+// writer was done: it returned at its deadline with the delivered
+// writer never told to stop, its last flush never made (the pool closed
+// after it, the acknowledgement lost).
+func TestClosingReceiptsWritesTheAcknowledgementsWhileAReadBatchIsInDoubt(t *testing.T) {
+	t.Parallel()
+	ctx, pool, proxy := answerLosingPool(t)
+	st := store.New(proxy.Pool, chat.DefaultLimits())
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
+	r, err := store.NewReceipts(st, store.ReceiptsConfig{DeliveredInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		_ = r.Close(ctx)
+	})
+	bobs := mustGroup(t, st, 1, 2)
+	carols := mustGroup(t, st, 1, 3)
+	sendN(t, st, bobs.ID, 1, 3, "hi bob")
+	sendN(t, st, carols.ID, 1, 3, "hi carol")
+	r.Delivered(carols.ID, 3, 1)
+	waitFor(t, "carol's first acknowledgement written", func() bool {
+		var n int64
+		err := pool.QueryRow(ctx, `SELECT delivered_seq FROM member_delivery WHERE conversation_id = $1 AND user_id = 3`, carols.ID).Scan(&n)
+		return err == nil && n == 1
+	})
+	r.Delivered(carols.ID, 3, 2) // waits for the next flush: an hour, or Close
+
+	cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
+	go func() { _, _ = r.MarkRead(ctx, bobs.ID, 2, 2) }()
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read batch's COMMIT was not held back")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_ = r.Close(cctx) // bob's batch is not settled within it
+	if n := deliveredRow(t, pool, carols.ID, 3); n != 2 {
+		t.Errorf("carol's delivered watermark after Close = %d, want 2 (her waiting acknowledgement written)", n)
+	}
 }

@@ -68,8 +68,8 @@ type ReceiptsConfig struct {
 // rows, never waits for it nor it for group commit (migration 0009).
 // Concurrency: MarkRead, Pending and Delivered are safe for concurrent use;
 // one goroutine owns the read batches (a batch whose COMMIT's answer was
-// lost is settled on one of its own, its pairs held out of later
-// batches meanwhile) and one the delivered batches. Close
+// lost is settled on one of its own, MaxSettlingReads at most, its pairs
+// held out of later batches meanwhile) and one the delivered batches. Close
 // stops accepting receipts, commits what is pending and waits for both.
 type Receipts struct {
 	st  *Store
@@ -85,6 +85,8 @@ type Receipts struct {
 	// next receipts wait for that, the other pairs' do not.
 	settling map[memberKey]bool
 	settlers sync.WaitGroup
+	// settleSlots holds a token per settling goroutine (MaxSettlingReads).
+	settleSlots chan struct{}
 
 	delivered *DeliveredBuffer
 	dwriter   *coalesce.Writer[memberKey, int64]
@@ -127,6 +129,14 @@ func NewDeliveredBuffer() *DeliveredBuffer {
 func (b *DeliveredBuffer) Delivered(conversationID, userID, seq int64) {
 	b.m.Put(memberKey{conversationID, userID}, seq)
 }
+
+// MaxSettlingReads bounds the goroutines that ask what became of read
+// batches whose COMMIT's answer was lost (each up to 5 s): a batch in
+// doubt beyond them is settled on the read writer itself, the other
+// users' receipts waiting meanwhile, so an outage that leaves batch after
+// batch in doubt does not pile them up, each asking PostgreSQL on the
+// pool that sends use.
+const MaxSettlingReads = 4
 
 type memberKey struct{ conv, user int64 }
 
@@ -180,7 +190,8 @@ func NewReceipts(st *Store, cfg ReceiptsConfig) (*Receipts, error) {
 	}
 	r := &Receipts{
 		st: st, cfg: cfg, log: cfg.Logger,
-		reads: map[memberKey]*pendingRead{}, rwake: make(chan struct{}, 1), settling: map[memberKey]bool{},
+		reads: map[memberKey]*pendingRead{}, rwake: make(chan struct{}, 1),
+		settling: map[memberKey]bool{}, settleSlots: make(chan struct{}, MaxSettlingReads),
 		delivered: cfg.Delivered, lostDelivered: map[memberKey]lostDelivery{},
 		stop: make(chan struct{}),
 		m: receiptMetrics{
@@ -283,10 +294,16 @@ func (r *Receipts) Close(ctx context.Context) error {
 	r.rclosed = true
 	r.rmu.Unlock()
 	r.stopOnce.Do(func() { close(r.stop) })
-	if err := shutdown.Wait(ctx, &r.wg); err != nil {
-		return fmt.Errorf("close receipts: %w", err)
+	// The two writers stop side by side: a read batch in doubt may keep
+	// the read writer past ctx, and the delivered writer's last flush
+	// must not wait for it.
+	derr := make(chan error, 1)
+	go func() { derr <- r.dwriter.Close(ctx) }()
+	err := shutdown.Wait(ctx, &r.wg)
+	if err != nil {
+		err = fmt.Errorf("close receipts: %w", err)
 	}
-	return r.dwriter.Close(ctx)
+	return errors.Join(err, <-derr)
 }
 
 // --- read receipts ---
@@ -419,7 +436,15 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	// own (pgerr.Committed waits up to 5 s for one in progress), so the
 	// other pairs' receipts are written meanwhile. This batch's pairs
 	// wait for the answer: a pair's receipts are written, answered and
-	// published in order.
+	// published in order. With MaxSettlingReads such goroutines busy,
+	// it is asked here.
+	select {
+	case r.settleSlots <- struct{}{}:
+	default:
+		r.settleRead(ctx, doubt, batch, keys, out)
+		cancel()
+		return
+	}
 	r.rmu.Lock()
 	for _, k := range keys {
 		r.settling[k] = true
@@ -428,16 +453,59 @@ func (r *Receipts) flushReads(batch map[memberKey]*pendingRead) {
 	r.settlers.Add(1)
 	go func() {
 		defer r.settlers.Done()
-		err := r.st.settleDoubt(ctx, doubt)
+		if r.settleRead(ctx, doubt, batch, keys, out) != "" {
+			r.awaitEnd(doubt.xid)
+		}
 		cancel()
-		r.answerFlush(batch, keys, out, err)
 		r.rmu.Lock()
 		for _, k := range keys {
 			delete(r.settling, k)
 		}
 		r.rmu.Unlock()
+		<-r.settleSlots
 		signal(r.rwake)
 	}()
+}
+
+// settleRead asks what became of a read batch whose COMMIT is in doubt
+// and answers its waiters. It returns the transaction's id when its
+// outcome is still not known.
+func (r *Receipts) settleRead(ctx context.Context, doubt *commitInDoubt, batch map[memberKey]*pendingRead, keys []memberKey, out *readOutcome) (unknown string) {
+	unknown, err := r.st.askOutcome(ctx, doubt)
+	if unknown != "" {
+		// Answered unavailable, it may have committed all the same:
+		// its events are published once that is learnt, as writeTx's
+		// are.
+		r.st.learnLater(unknown, out.events, nil)
+	}
+	r.answerFlush(batch, keys, out, err)
+	return unknown
+}
+
+// maxAwaitEnd bounds how long a read batch in doubt whose outcome was
+// not learnt keeps its pairs held (awaitEnd): past it PostgreSQL should
+// long have ended an orphaned transaction
+// (idle_in_transaction_session_timeout, 10 s on chatd's pools).
+const maxAwaitEnd = 30 * time.Second
+
+// awaitEnd waits, up to maxAwaitEnd, until transaction xid is no longer
+// in progress. A read batch whose outcome was not learnt in
+// pgerr.Committed's wait may still hold its member rows (its connection
+// died with the COMMIT unsent, and PostgreSQL has not noticed): a later
+// batch with one of its pairs would wait for that row on the read
+// writer, every other user's receipts behind it. So its pairs stay held
+// until then.
+func (r *Receipts) awaitEnd(xid string) {
+	deadline := time.Now().Add(maxAwaitEnd)
+	for pause := 50 * time.Millisecond; time.Now().Before(deadline); pause = min(2*pause, time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		status, err := pgerr.XactStatus(ctx, r.st.pool, xid)
+		cancel()
+		if err == nil && status != "in progress" {
+			return
+		}
+		time.Sleep(pause)
+	}
 }
 
 // answerFlush answers the waiters of a read batch whose transaction

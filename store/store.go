@@ -261,7 +261,7 @@ func (d *commitInDoubt) Unwrap() error { return d.err }
 
 // inTxUnsettled is inTx that does not ask what became of a transaction
 // whose COMMIT's answer was lost: it returns a *commitInDoubt for
-// settleDoubt, so that a caller that must not wait for the answer (a writer
+// askOutcome, so that a caller that must not wait for the answer (a writer
 // other callers queue behind) can ask elsewhere.
 func (s *Store) inTxUnsettled(ctx context.Context, op string, fn func(pgx.Tx) error, atCommit func()) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
@@ -291,16 +291,11 @@ func (s *Store) inTxUnsettled(ctx context.Context, op string, fn func(pgx.Tx) er
 	return &commitInDoubt{op: op, xid: *xid, err: err}
 }
 
-// settleDoubt asks the pool what became of d's transaction (pgerr.Committed,
-// up to 5 s): nil when it committed, else d's failure classified.
-func (s *Store) settleDoubt(ctx context.Context, d *commitInDoubt) error {
-	_, err := s.askOutcome(ctx, d)
-	return err
-}
-
-// askOutcome is settleDoubt that also returns d's transaction id when the
-// pool could not tell what became of it either (not when PostgreSQL said
-// it did not commit).
+// askOutcome asks the pool what became of d's transaction
+// (pgerr.Committed, up to 5 s): nil when it committed, else d's failure
+// classified, with d's transaction id when the pool could not tell what
+// became of it either (not when PostgreSQL said it did not commit): the
+// caller hands the write's events to learnLater then.
 func (s *Store) askOutcome(ctx context.Context, d *commitInDoubt) (unknown string, err error) {
 	if cerr := pgerr.Committed(ctx, s.pool, d.xid); cerr != nil {
 		err := classify(d.op, fmt.Errorf("commit: %w (whether it committed: %w)", d.err, cerr))

@@ -295,6 +295,9 @@ func LockConversation(t testing.TB, ctx context.Context, pool *pgxpool.Pool, id 
 	t.Helper()
 	tx, err := pool.Begin(ctx)
 	if err == nil {
+		_, err = tx.Exec(ctx, allowIdleSQL)
+	}
+	if err == nil {
 		_, err = tx.Exec(ctx, `SELECT 1 FROM conversation WHERE id = $1 FOR UPDATE`, id)
 	}
 	if err != nil {
@@ -305,6 +308,12 @@ func LockConversation(t testing.TB, ctx context.Context, pool *pgxpool.Pool, id 
 	t.Cleanup(release)
 	return release
 }
+
+// allowIdleSQL turns the pool's idle_in_transaction_session_timeout off
+// for a helper's transaction that holds a lock while the test runs: it is
+// idle for as long as the test takes, and PostgreSQL ending its session
+// would let go of the lock under the test.
+const allowIdleSQL = `SET LOCAL idle_in_transaction_session_timeout = 0`
 
 // HoldAfterInsert makes every INSERT into table wait, after its row is
 // written and before its transaction goes on, until release is called (a
@@ -349,6 +358,9 @@ func hold(t testing.TB, ctx context.Context, pool *pgxpool.Pool, when, row strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = hold.Rollback(context.Background()) })
+	if _, err := hold.Exec(ctx, allowIdleSQL); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := hold.Exec(ctx, `SELECT pg_advisory_xact_lock(424242)`); err != nil {
 		t.Fatal(err)
 	}
