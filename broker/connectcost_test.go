@@ -8,7 +8,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // benchConnect is a CONNECT as chatd's clients send it on a reconnect:
@@ -191,7 +191,6 @@ func BenchmarkConnectsOverLoopback(b *testing.B) {
 // cpuTime is the CPU time the process used so far, user and system: on
 // a machine shared with other work it varies far less than wall time.
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	d, _ := testkit.ProcessCPU()
+	return d
 }
