@@ -138,20 +138,7 @@ func TestADeliveredFlushWhoseCommitLostItsAnswerIsWrittenAgainAndNeverMovesBack(
 	proxy := pgtest.NewAnswerLosing(t, pool)
 	st := store.New(proxy.Pool, chat.DefaultLimits())
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
-	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
-	conv := mustGroup(t, st, 1, 2)
-	sendN(t, st, conv.ID, 1, 5, "hi bob")
-
-	cut := proxy.LoseAnswer("INSERT INTO member_delivery AS d", nil)
-	r.Delivered(conv.ID, 2, 3)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the delivered flush's COMMIT was not lost")
-	}
-	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
-		t.Fatalf("member_delivery %d, want 3 (committed)", n)
-	}
+	r, conv := deliveredFlushLosingItsCommitAnswer(t, st, pool, proxy)
 	waitFor(t, "the lost flush written again", func() bool { return r.DeliveredFlushes() > 0 })
 	before := r.DeliveredFlushes()
 	r.Delivered(conv.ID, 2, 2)
@@ -178,20 +165,7 @@ func TestADeliveredFlushWhoseCommitLostItsAnswerIsPublishedOnTheNode(t *testing.
 	rec := &publishRecorder{types: []string{chat.EventDeliveryUpdated}}
 	st := store.New(proxy.Pool, chat.DefaultLimits(), store.WithPublisher(rec))
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
-	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
-	conv := mustGroup(t, st, 1, 2)
-	sendN(t, st, conv.ID, 1, 5, "hi bob")
-
-	cut := proxy.LoseAnswer("INSERT INTO member_delivery AS d", nil)
-	r.Delivered(conv.ID, 2, 3)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the delivered flush's COMMIT was not lost")
-	}
-	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
-		t.Fatalf("member_delivery %d, want 3 (committed)", n)
-	}
+	_, conv := deliveredFlushLosingItsCommitAnswer(t, st, pool, proxy)
 	if evs := outboxEvents(t, pool, conv.ID, chat.EventDeliveryUpdated); len(evs) != 1 || evs[0].Seq != 3 {
 		t.Fatalf("outbox delivery.updated rows %+v, want one at seq 3 (committed)", evs)
 	}
@@ -250,6 +224,30 @@ func TestAReadReceiptWhoseCommitIsInDoubtDoesNotHoldUpOtherReceipts(t *testing.T
 	case <-time.After(15 * time.Second):
 		t.Fatal("bob's receipt was not answered")
 	}
+}
+
+// deliveredFlushLosingItsCommitAnswer: in a new group of alice (1) and
+// bob (2) with five messages of alice's, bob acknowledges seq 3 to a
+// receipts writer of st flushing every 10 ms; the flush commits and the
+// answer to its COMMIT is lost (within 5 s), and member_delivery (read
+// through pool, around proxy) holds 3.
+func deliveredFlushLosingItsCommitAnswer(t *testing.T, st *store.Store, pool *pgxpool.Pool, proxy *pgtest.AnswerLosing) (*store.Receipts, chat.Conversation) {
+	t.Helper()
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	conv := mustGroup(t, st, 1, 2)
+	sendN(t, st, conv.ID, 1, 5, "hi bob")
+
+	cut := proxy.LoseAnswer("INSERT INTO member_delivery AS d", nil)
+	r.Delivered(conv.ID, 2, 3)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the delivered flush's COMMIT was not lost")
+	}
+	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
+		t.Fatalf("member_delivery %d, want 3 (committed)", n)
+	}
+	return r, conv
 }
 
 // answerLosingPool is a database that keeps outbox rows (as with a relay)
