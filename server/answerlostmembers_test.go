@@ -8,7 +8,9 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/server"
 )
 
 // TestAMemberRemovedByAChangeWhoseOutcomeWasNotLearntGetsNoLaterMessageLive:
@@ -72,13 +74,7 @@ func TestAMemberRemovedByAChangeWhoseOutcomeWasNotLearntGetsNoLaterMessageLive(t
 // who got nothing of the group live until she reconnected.
 func TestAMemberAddedByAChangeWhoseOutcomeWasNotLearntGetsLaterMessagesLive(t *testing.T) {
 	t.Parallel()
-	srv, proxy := answerLosingNode(t, nil)
-	ctx := context.Background()
-	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2})
-	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
-	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
-	mustSendAs(t, srv, conv.ID, 1, "before carol")
-	nextEvent(t, bob, "message.new", 5*time.Second)
+	srv, proxy, conv, bob, carol := teamOfAliceAndBobWithCarolOnline(t)
 
 	var reachable func()
 	cut := proxy.LoseAnswer("INSERT INTO conversation_member", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
@@ -116,24 +112,8 @@ func TestAMemberAddedByAChangeWhoseOutcomeWasNotLearntGetsLaterMessagesLive(t *t
 // kept carol's floor from before the change.
 func TestASettingsChangeWhoseOutcomeWasNotLearntHidesEditsLiveAsHistoryDoes(t *testing.T) {
 	t.Parallel()
-	srv, proxy := answerLosingNode(t, nil)
 	ctx := context.Background()
-	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2})
-	path := fmt.Sprintf("/v1/conversations/%d", conv.ID)
-	if r := httpDo(t, srv, 1, "PATCH", path, map[string]any{"historyVisible": "all"}); r.status != 200 {
-		t.Fatalf("history visible to all: %d %s", r.status, r.body)
-	}
-	secret, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "before carol"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := httpDo(t, srv, 1, "POST", path+"/members", map[string]any{"userId": 3}); r.status != 201 {
-		t.Fatalf("add carol: %d %s", r.status, r.body)
-	}
-	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
-	// The node routes the group's messages to carol already.
-	mustSendAs(t, srv, conv.ID, 1, "hello carol")
-	nextEvent(t, carol, "message.new", 5*time.Second)
+	srv, proxy, conv, path, secret, carol := carolJoinedAGroupWhoseHistoryWasVisibleToAll(t)
 
 	var reachable func()
 	cut := proxy.LoseAnswer("history_visible = $6", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
@@ -175,23 +155,8 @@ func TestASettingsChangeWhoseOutcomeWasNotLearntHidesEditsLiveAsHistoryDoes(t *t
 // before the change.
 func TestASettingsChangeWhoseCommitAnswerIsLateHidesEditsLiveMeanwhile(t *testing.T) {
 	t.Parallel()
-	srv, proxy := answerLosingNode(t, nil)
 	ctx := context.Background()
-	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2})
-	path := fmt.Sprintf("/v1/conversations/%d", conv.ID)
-	if r := httpDo(t, srv, 1, "PATCH", path, map[string]any{"historyVisible": "all"}); r.status != 200 {
-		t.Fatalf("history visible to all: %d %s", r.status, r.body)
-	}
-	secret, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "before carol"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := httpDo(t, srv, 1, "POST", path+"/members", map[string]any{"userId": 3}); r.status != 201 {
-		t.Fatalf("add carol: %d %s", r.status, r.body)
-	}
-	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
-	mustSendAs(t, srv, conv.ID, 1, "hello carol")
-	nextEvent(t, carol, "message.new", 5*time.Second)
+	srv, proxy, conv, path, secret, carol := carolJoinedAGroupWhoseHistoryWasVisibleToAll(t)
 
 	committed, release := make(chan struct{}), make(chan struct{})
 	var releaseOnce sync.Once
@@ -220,4 +185,32 @@ func TestASettingsChangeWhoseCommitAnswerIsLateHidesEditsLiveMeanwhile(t *testin
 	releaseOnce.Do(func() { close(release) })
 	<-cut
 	<-changed
+}
+
+// carolJoinedAGroupWhoseHistoryWasVisibleToAll is a node whose database
+// connections go through proxy and a group "team" of alice (1) and bob
+// (2) on it, its history made visible to all (path is the group's); alice
+// sent secret, then added carol (3), who is connected over MQTT 5 and has
+// got alice's "hello carol": the node routes the group's messages to
+// carol already.
+func carolJoinedAGroupWhoseHistoryWasVisibleToAll(t *testing.T) (*server.Server, *pgtest.AnswerLosing, chat.Conversation, string, chat.SendResult, *mqtttest.Client) {
+	t.Helper()
+	srv, proxy := answerLosingNode(t, nil)
+	ctx := context.Background()
+	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2})
+	path := fmt.Sprintf("/v1/conversations/%d", conv.ID)
+	if r := httpDo(t, srv, 1, "PATCH", path, map[string]any{"historyVisible": "all"}); r.status != 200 {
+		t.Fatalf("history visible to all: %d %s", r.status, r.body)
+	}
+	secret, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "before carol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := httpDo(t, srv, 1, "POST", path+"/members", map[string]any{"userId": 3}); r.status != 201 {
+		t.Fatalf("add carol: %d %s", r.status, r.body)
+	}
+	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
+	mustSendAs(t, srv, conv.ID, 1, "hello carol")
+	nextEvent(t, carol, "message.new", 5*time.Second)
+	return srv, proxy, conv, path, secret, carol
 }
