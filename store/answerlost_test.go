@@ -317,16 +317,7 @@ func TestARemovalWhoseOutcomeWasNotLearntIsPublishedOnceLearnt(t *testing.T) {
 	before := len(rec.entries())
 
 	var reachable func()
-	cut := proxy.LoseAnswer("DELETE FROM conversation_member WHERE conversation_id", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
-	err := st.RemoveMember(ctx, conv.ID, 1, 2)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the removal's COMMIT was not lost")
-	}
-	if !errors.Is(err, chat.ErrUnavailable) {
-		t.Fatalf("the removal whose outcome was not learnt = %v, want unavailable", err)
-	}
+	removeBobLosingTheCommitAnswer(t, ctx, st, proxy, conv.ID, func() { reachable = proxy.LoseAnswers("pg_xact_status") })
 	if got := queryInt(t, pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, conv.ID); got != 0 {
 		t.Fatalf("bob is still a member: the removal did not commit")
 	}
@@ -340,6 +331,24 @@ func TestARemovalWhoseOutcomeWasNotLearntIsPublishedOnceLearnt(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "the removal published once learnt", func() bool { return len(rec.entries()) >= before+len(want) })
 	if got := rec.entries()[before:]; !slices.Equal(got, want) {
 		t.Errorf("published: %q, want %q", got, want)
+	}
+}
+
+// removeBobLosingTheCommitAnswer: alice (1) removes bob (2) from conv;
+// the removal commits, the answer to its COMMIT is lost (within 5 s),
+// lost calls next, and the store cannot learn the outcome: the removal
+// fails as unavailable.
+func removeBobLosingTheCommitAnswer(t *testing.T, ctx context.Context, st *store.Store, proxy *pgtest.AnswerLosing, conv int64, lost func()) {
+	t.Helper()
+	cut := proxy.LoseAnswer("DELETE FROM conversation_member WHERE conversation_id", lost)
+	err := st.RemoveMember(ctx, conv, 1, 2)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the removal's COMMIT was not lost")
+	}
+	if !errors.Is(err, chat.ErrUnavailable) {
+		t.Fatalf("the removal whose outcome was not learnt = %v, want unavailable", err)
 	}
 }
 
@@ -380,16 +389,7 @@ func TestCloseStopsGroupCommitWhileAnOutcomeIsBeingAsked(t *testing.T) {
 		}
 		proxy.LoseAnswer("pg_xact_status", lose)
 	}
-	cut := proxy.LoseAnswer("DELETE FROM conversation_member WHERE conversation_id", func() { proxy.LoseAnswer("pg_xact_status", lose) })
-	err := st.RemoveMember(ctx, conv.ID, 1, 2)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the removal's COMMIT was not lost")
-	}
-	if !errors.Is(err, chat.ErrUnavailable) {
-		t.Fatalf("the removal whose outcome was not learnt = %v, want unavailable", err)
-	}
+	removeBobLosingTheCommitAnswer(t, ctx, st, proxy, conv.ID, func() { proxy.LoseAnswer("pg_xact_status", lose) })
 	hang.Store(true)
 	testkit.Receive(t, entered, 10*time.Second, "the store never asked again about the removal")
 
