@@ -35,14 +35,7 @@ func TestAMemberRemovedByAChangeWhoseOutcomeWasNotLearntGetsNoLaterMessageLive(t
 	nextEvent(t, bob, "message.new", 5*time.Second)
 	nextEvent(t, carol, "message.new", 5*time.Second)
 
-	var reachable func()
-	cut := proxy.LoseAnswer("DELETE FROM conversation_member WHERE conversation_id", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
-	removal := httpDo(t, srv, 1, "DELETE", fmt.Sprintf("/v1/conversations/%d/members/2", conv.ID), nil)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the removal's COMMIT was not lost")
-	}
+	removal, reachable := commitAnswerLostOutcomeNotLearnt(t, srv, proxy, "DELETE FROM conversation_member WHERE conversation_id", "removal", "DELETE", fmt.Sprintf("/v1/conversations/%d/members/2", conv.ID), nil)
 	defer reachable()
 	if removal.status != 503 {
 		t.Fatalf("the removal whose outcome was not learnt: %d %s, want 503", removal.status, removal.body)
@@ -76,14 +69,7 @@ func TestAMemberAddedByAChangeWhoseOutcomeWasNotLearntGetsLaterMessagesLive(t *t
 	t.Parallel()
 	srv, proxy, conv, bob, carol := teamOfAliceAndBobWithCarolOnline(t)
 
-	var reachable func()
-	cut := proxy.LoseAnswer("INSERT INTO conversation_member", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
-	add := httpDo(t, srv, 1, "POST", fmt.Sprintf("/v1/conversations/%d/members", conv.ID), map[string]any{"userId": 3})
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the add's COMMIT was not lost")
-	}
+	add, reachable := commitAnswerLostOutcomeNotLearnt(t, srv, proxy, "INSERT INTO conversation_member", "add", "POST", fmt.Sprintf("/v1/conversations/%d/members", conv.ID), map[string]any{"userId": 3})
 	defer reachable()
 	if add.status != 503 {
 		t.Fatalf("the add whose outcome was not learnt: %d %s, want 503", add.status, add.body)
@@ -115,14 +101,7 @@ func TestASettingsChangeWhoseOutcomeWasNotLearntHidesEditsLiveAsHistoryDoes(t *t
 	ctx := context.Background()
 	srv, proxy, conv, path, secret, carol := carolJoinedAGroupWhoseHistoryWasVisibleToAll(t)
 
-	var reachable func()
-	cut := proxy.LoseAnswer("history_visible = $6", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
-	change := httpDo(t, srv, 1, "PATCH", path, map[string]any{"historyVisible": "joined"})
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the settings change's COMMIT was not lost")
-	}
+	change, reachable := commitAnswerLostOutcomeNotLearnt(t, srv, proxy, "history_visible = $6", "settings change", "PATCH", path, map[string]any{"historyVisible": "joined"})
 	defer reachable()
 	if change.status != 503 {
 		t.Fatalf("the settings change whose outcome was not learnt: %d %s, want 503", change.status, change.body)
@@ -213,4 +192,21 @@ func carolJoinedAGroupWhoseHistoryWasVisibleToAll(t *testing.T) (*server.Server,
 	mustSendAs(t, srv, conv.ID, 1, "hello carol")
 	nextEvent(t, carol, "message.new", 5*time.Second)
 	return srv, proxy, conv, path, secret, carol
+}
+
+// commitAnswerLostOutcomeNotLearnt: alice (1) sends the request (method,
+// path, body) whose change (its statement holds query) commits; the
+// answer to its COMMIT is lost (within 5 s, else the test fails naming
+// what), and so is every pg_xact_status after it until reachable is
+// called: the node cannot learn what became of the change.
+func commitAnswerLostOutcomeNotLearnt(t *testing.T, srv *server.Server, proxy *pgtest.AnswerLosing, query, what, method, path string, body any) (reply httpReply, reachable func()) {
+	t.Helper()
+	cut := proxy.LoseAnswer(query, func() { reachable = proxy.LoseAnswers("pg_xact_status") })
+	reply = httpDo(t, srv, 1, method, path, body)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the " + what + "'s COMMIT was not lost")
+	}
+	return reply, reachable
 }
