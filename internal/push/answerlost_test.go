@@ -131,11 +131,7 @@ func TestAPushWhoseClaimLostItsAnswerIsSentWithoutWaitingOutItsLease(t *testing.
 	conv := r.direct(1, 2)
 	r.subscribe(2, "bob")
 	seq := r.send(conv, 1, "hi bob")
-	select {
-	case <-cut:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the claim's answer was not lost\njobs:\n%s", dumpJobs(r))
-	}
+	r.answerLost(cut, 10*time.Second, "the claim's answer")
 	if got := r.waitPushes("bob", 1, 5*time.Second); got[0].Seq != seq {
 		t.Errorf("bob's push = %+v, want the notification of %d", got[0], seq)
 	}
@@ -154,11 +150,7 @@ func TestAQueuedPushWhoseRecheckLostItsAnswerIsSentWithoutWaitingOutItsLease(t *
 	t.Parallel()
 	r, proxy := queuedBehindAHangThroughAnswerLosing(t)
 	cut := proxy.LoseAnswer("first_claim is the claim's to know", nil)
-	select {
-	case <-cut:
-	case <-time.After(15 * time.Second):
-		t.Fatalf("the recheck's answer was not lost\njobs:\n%s", dumpJobs(r))
-	}
+	r.answerLost(cut, 15*time.Second, "the recheck's answer")
 	r.bobsPushSentOnceInOneAttempt()
 }
 
@@ -181,18 +173,10 @@ func TestAPushWhoseClaimsLostTheirAnswersIsChargedOnlyItsSends(t *testing.T) {
 	r.subscribe(2, "bob")
 	r.ep.Script("bob", http.StatusServiceUnavailable)
 	seq := r.send(conv, 1, "hi bob")
-	select {
-	case <-cut:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the first claim's answer was not lost\njobs:\n%s", dumpJobs(r))
-	}
+	r.answerLost(cut, 10*time.Second, "the first claim's answer")
 	cut = proxy.LoseAnswer(claim, nil)
 	r.waitRequests(1, 5*time.Second, "bob's first send")
-	select {
-	case <-cut:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the retry's claim's answer was not lost\njobs:\n%s", dumpJobs(r))
-	}
+	r.answerLost(cut, 10*time.Second, "the retry's claim's answer")
 	if got := r.waitPushes("bob", 1, 5*time.Second); got[0].Seq != seq {
 		t.Errorf("bob's push = %+v, want the notification of %d", got[0], seq)
 	}
@@ -376,5 +360,16 @@ func (r *rig) claimedAtMostTwiceFor(d time.Duration, maxClaims, what string) {
 			r.t.Fatalf("a push whose %s was claimed %d times, want at most 2 within its lease\njobs:\n%s", what, n, dumpJobs(r))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// answerLost waits within for cut (an answer lost), else fails saying
+// what was not lost, with the jobs.
+func (r *rig) answerLost(cut <-chan struct{}, within time.Duration, what string) {
+	r.t.Helper()
+	select {
+	case <-cut:
+	case <-time.After(within):
+		r.t.Fatalf("%s was not lost\njobs:\n%s", what, dumpJobs(r))
 	}
 }
