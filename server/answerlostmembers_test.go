@@ -110,15 +110,7 @@ func TestASettingsChangeWhoseOutcomeWasNotLearntHidesEditsLiveAsHistoryDoes(t *t
 		t.Fatalf("history_visible is %q: the change did not commit", v)
 	}
 
-	for i, body := range []string{"first edit", "second edit"} {
-		if _, err := srv.Service.Edit(ctx, chat.EditRequest{ConversationID: conv.ID, UserID: 1, ClientMsgID: newID(),
-			TargetSeq: secret.Message.Seq, Body: body}); err != nil {
-			t.Fatal(err)
-		}
-		if ev := nextEvent(t, carol, "message.edited", 5*time.Second); ev.Body != "" {
-			t.Errorf("carol got edit %d of a message from before her join with its body %q, want it hidden (history is visible from her join)", i+1, ev.Body)
-		}
-	}
+	twoEditsHiddenFromCarol(t, ctx, srv, conv, secret, carol)
 }
 
 // TestASettingsChangeWhoseCommitAnswerIsLateHidesEditsLiveMeanwhile: alice
@@ -152,15 +144,7 @@ func TestASettingsChangeWhoseCommitAnswerIsLateHidesEditsLiveMeanwhile(t *testin
 		t.Fatal("the settings change did not commit")
 	}
 
-	for i, body := range []string{"first edit", "second edit"} {
-		if _, err := srv.Service.Edit(ctx, chat.EditRequest{ConversationID: conv.ID, UserID: 1, ClientMsgID: newID(),
-			TargetSeq: secret.Message.Seq, Body: body}); err != nil {
-			t.Fatal(err)
-		}
-		if ev := nextEvent(t, carol, "message.edited", 5*time.Second); ev.Body != "" {
-			t.Errorf("carol got edit %d of a message from before her join with its body %q, want it hidden (history is visible from her join)", i+1, ev.Body)
-		}
-	}
+	twoEditsHiddenFromCarol(t, ctx, srv, conv, secret, carol)
 	releaseOnce.Do(func() { close(release) })
 	<-cut
 	<-changed
@@ -209,4 +193,20 @@ func commitAnswerLostOutcomeNotLearnt(t *testing.T, srv *server.Server, proxy *p
 		t.Fatal("the answer to the " + what + "'s COMMIT was not lost")
 	}
 	return reply, reachable
+}
+
+// twoEditsHiddenFromCarol: alice (1) edits secret, from before carol's
+// join, twice; carol gets each edit live (within 5 s) without its body,
+// as history shows them her.
+func twoEditsHiddenFromCarol(t *testing.T, ctx context.Context, srv *server.Server, conv chat.Conversation, secret chat.SendResult, carol *mqtttest.Client) {
+	t.Helper()
+	for i, body := range []string{"first edit", "second edit"} {
+		if _, err := srv.Service.Edit(ctx, chat.EditRequest{ConversationID: conv.ID, UserID: 1, ClientMsgID: newID(),
+			TargetSeq: secret.Message.Seq, Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		if ev := nextEvent(t, carol, "message.edited", 5*time.Second); ev.Body != "" {
+			t.Errorf("carol got edit %d of a message from before her join with its body %q, want it hidden (history is visible from her join)", i+1, ev.Body)
+		}
+	}
 }
