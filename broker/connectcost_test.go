@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,10 +11,8 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/testkit"
 )
 
@@ -23,30 +20,17 @@ import (
 // MQTT 5, a session expiry, Request Problem Information, a client id, a
 // user id and a JWT of ~900 bytes as the password.
 func benchConnect(clientID string) []byte {
-	str := func(s string) []byte { return append([]byte{byte(len(s) >> 8), byte(len(s))}, s...) }
 	props := []byte{0x11, 0, 0, 0x0e, 0x10, 0x17, 1, 0x21, 0, 64}
-	body := append(str("MQTT"), 5, 0xc0, 0, 60, byte(len(props)))
+	body := append(mqttStr("MQTT"), 5, 0xc0, 0, 60, byte(len(props)))
 	body = append(body, props...)
-	body = append(body, str(clientID)...)
-	body = append(body, str("123456")...)
+	body = append(body, mqttStr(clientID)...)
+	body = append(body, mqttStr("123456")...)
 	tok := make([]byte, 900)
 	for i := range tok {
 		tok[i] = 'a' + byte(i%26)
 	}
-	body = append(body, str(string(tok))...)
-	pk := []byte{0x10}
-	for n := len(body); ; {
-		b := byte(n & 0x7f)
-		n >>= 7
-		if n > 0 {
-			b |= 0x80
-		}
-		pk = append(pk, b)
-		if n == 0 {
-			break
-		}
-	}
-	return append(pk, body...)
+	body = append(body, mqttStr(string(tok))...)
+	return mqttPacket(0x10, body)
 }
 
 // replayConn gives its bytes once, as the network gives them (cut bytes
@@ -132,13 +116,7 @@ func (h *takeConnectHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (pack
 // its CONNACK, a DISCONNECT. It reports connects/s and the process's CPU
 // time per connect (client side included).
 func BenchmarkConnectsOverLoopback(b *testing.B) {
-	log := slog.New(slog.DiscardHandler)
-	opts := ServerOptions(chat.DefaultLimits())
-	opts.Logger = log
-	srv := mqtt.New(opts)
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		b.Fatal(err)
-	}
+	srv, log := allowingServer(b)
 	if err := srv.AddHook(new(takeConnectHook), nil); err != nil {
 		b.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http/httptest"
 	"net/netip"
@@ -15,10 +14,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 
-	chat "github.com/chatd/chatd"
 	"github.com/chatd/chatd/internal/testcert"
 	"github.com/chatd/chatd/internal/wsstream"
 )
@@ -113,13 +109,7 @@ func answers(t *testing.T, c net.Conn, quiet time.Duration) (types []byte, paylo
 // however the CONNECT is cut: TCP, TLS under a PROXY protocol header,
 // WebSocket (one frame, or a frame per byte), MQTT 5 and 3.1.1.
 func TestPacketsRightBehindTheConnectAreReadOnceInOrder(t *testing.T) {
-	log := slog.New(slog.DiscardHandler)
-	opts := ServerOptions(chat.DefaultLimits())
-	opts.Logger = log
-	srv := mqtt.New(opts)
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
+	srv, log := allowingServer(t)
 	plain := NewTCPListener("tcp", "127.0.0.1:0", nil, log)
 	certPEM, keyPEM := testcert.SelfSigned(t, "chatd")
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)

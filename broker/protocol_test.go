@@ -25,13 +25,7 @@ import (
 // and such a connection was served and counted under protocol "3.1",
 // a value chat_mqtt_connections_by_transport does not document.
 func TestAnMQTT31ConnectIsRefusedAsAnUnacceptableVersion(t *testing.T) {
-	log := slog.New(slog.DiscardHandler)
-	opts := ServerOptions(chat.DefaultLimits())
-	opts.Logger = log
-	srv := mqtt.New(opts)
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
+	srv, log := allowingServer(t)
 	l := NewTCPListener("t", "127.0.0.1:0", nil, log)
 	if err := srv.AddListener(l); err != nil {
 		t.Fatal(err)
@@ -43,19 +37,12 @@ func TestAnMQTT31ConnectIsRefusedAsAnUnacceptableVersion(t *testing.T) {
 
 	connack := func(name string, level byte) []byte {
 		t.Helper()
-		c, err := net.Dial("tcp", l.Address())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		// CONNECT: protocol name, level, flags (clean session), keep
 		// alive 30 s, client id "c".
 		vh := append([]byte{0, byte(len(name))}, name...)
 		vh = append(vh, level, 0x02, 0, 30, 0, 1, 'c')
-		if _, err := c.Write(append([]byte{0x10, byte(len(vh))}, vh...)); err != nil {
-			t.Fatal(err)
-		}
+		c := rawConnect(t, l.Address(), vh)
+		defer c.Close()
 		b := make([]byte, 4)
 		if _, err := io.ReadFull(c, b); err != nil {
 			t.Fatalf("%s %d: no CONNACK: %v", name, level, err)
@@ -77,13 +64,7 @@ func TestAnMQTT31ConnectIsRefusedAsAnUnacceptableVersion(t *testing.T) {
 // string, before the close MQTT 5 asks for [MQTT-3.1.4-1]; MQTT 3.1.1 has
 // no code for it and is closed without a CONNACK, as it wants.
 func TestAnUnreadableV5ConnectIsAnsweredMalformedWithItsReason(t *testing.T) {
-	log := slog.New(slog.DiscardHandler)
-	opts := ServerOptions(chat.DefaultLimits())
-	opts.Logger = log
-	srv := mqtt.New(opts)
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
+	srv, log := allowingServer(t)
 	l := NewTCPListener("t", "127.0.0.1:0", nil, log)
 	var unreadable, ended atomic.Int64
 	l.pending = newPendingConnects(0, nil)
@@ -102,15 +83,8 @@ func TestAnUnreadableV5ConnectIsAnsweredMalformedWithItsReason(t *testing.T) {
 	// connection left open).
 	answer := func(body string, open ...bool) []byte {
 		t.Helper()
-		c, err := net.Dial("tcp", l.Address())
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := rawConnect(t, l.Address(), []byte(body))
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := c.Write(append([]byte{0x10, byte(len(body))}, body...)); err != nil {
-			t.Fatal(err)
-		}
 		if len(open) > 0 {
 			got := make([]byte, 4)
 			if _, err := io.ReadFull(c, got); err != nil {
@@ -176,4 +150,37 @@ func TestAnUnreadableV5ConnectIsAnsweredMalformedWithItsReason(t *testing.T) {
 	if n := unreadable.Load() - before; n != 0 {
 		t.Errorf("a readable v5 CONNECT counted as unreadable")
 	}
+}
+
+// allowingServer is a mochi server with chatd's options (ServerOptions),
+// logging nowhere, that lets every client in: the broker's own handling
+// of connections is under test, not the chat hook's checks. log is its
+// logger, for the listeners.
+func allowingServer(tb testing.TB) (*mqtt.Server, *slog.Logger) {
+	tb.Helper()
+	log := slog.New(slog.DiscardHandler)
+	opts := ServerOptions(chat.DefaultLimits())
+	opts.Logger = log
+	srv := mqtt.New(opts)
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		tb.Fatal(err)
+	}
+	return srv, log
+}
+
+// rawConnect dials addr over TCP, gives the connection 10 s for all it
+// does, and sends a CONNECT of body (shorter than 128 bytes: its length
+// one byte).
+func rawConnect(t *testing.T, addr string, body []byte) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(append([]byte{0x10, byte(len(body))}, body...)); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	return c
 }

@@ -107,15 +107,7 @@ func TestAMessageCommittedWhileEveryAnswerWasLostReachesTheOtherMemberOnItsResen
 // of carol, who got no message of the group live until she reconnected.
 func TestAMemberAddWhoseCommitAnswerWasLostIsMadeOnceAndTheNewMemberGetsMessagesLive(t *testing.T) {
 	t.Parallel()
-	srv, proxy := answerLosingNode(t, nil)
-	ctx := context.Background()
-	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2})
-	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
-	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
-	// The node routes the group's messages already: its members are
-	// loaded, as on a busy node.
-	mustSendAs(t, srv, conv.ID, 1, "before carol")
-	nextEvent(t, bob, "message.new", 5*time.Second)
+	srv, proxy, conv, bob, carol := teamOfAliceAndBobWithCarolOnline(t)
 
 	cut := proxy.LoseAnswer("INSERT INTO conversation_member", nil)
 	path := fmt.Sprintf("/v1/conversations/%d/members", conv.ID)
@@ -250,6 +242,22 @@ func aliceAndBobThroughAnswerLosing(t *testing.T) (*server.Server, *pgtest.Answe
 	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
 	alice, _ := dialAs(t, srv.MQTTAddr(), 1, "alice", 5, true)
 	return srv, proxy, conv, alice, bob
+}
+
+// teamOfAliceAndBobWithCarolOnline is a node whose database connections
+// go through proxy, a group "team" of alice (1) and bob (2) on it, and bob
+// and carol (3, not a member yet) connected over MQTT 5. Bob has got
+// alice's message "before carol": the node routes the group's messages
+// already, its members loaded as on a busy node.
+func teamOfAliceAndBobWithCarolOnline(t *testing.T) (*server.Server, *pgtest.AnswerLosing, chat.Conversation, *mqtttest.Client, *mqtttest.Client) {
+	t.Helper()
+	srv, proxy := answerLosingNode(t, nil)
+	conv := mustGroup(t, context.Background(), srv, 1, "team", []int64{2})
+	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
+	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
+	mustSendAs(t, srv, conv.ID, 1, "before carol")
+	nextEvent(t, bob, "message.new", 5*time.Second)
+	return srv, proxy, conv, bob, carol
 }
 
 // resendReachesBobOnce: alice's resend of payload (message id, told to

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	chat "github.com/chatd/chatd"
+	"github.com/chatd/chatd/internal/mqtttest"
 	"github.com/chatd/chatd/internal/pgtest"
+	"github.com/chatd/chatd/server"
 )
 
 // TestAMemberRemovedByAChangeWhoseOutcomeWasNotLearntGetsNoLaterMessageLive:
@@ -33,14 +35,7 @@ func TestAMemberRemovedByAChangeWhoseOutcomeWasNotLearntGetsNoLaterMessageLive(t
 	nextEvent(t, bob, "message.new", 5*time.Second)
 	nextEvent(t, carol, "message.new", 5*time.Second)
 
-	var reachable func()
-	cut := proxy.LoseAnswer("DELETE FROM conversation_member WHERE conversation_id", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
-	removal := httpDo(t, srv, 1, "DELETE", fmt.Sprintf("/v1/conversations/%d/members/2", conv.ID), nil)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the removal's COMMIT was not lost")
-	}
+	removal, reachable := commitAnswerLostOutcomeNotLearnt(t, srv, proxy, "DELETE FROM conversation_member WHERE conversation_id", "removal", "DELETE", fmt.Sprintf("/v1/conversations/%d/members/2", conv.ID), nil)
 	defer reachable()
 	if removal.status != 503 {
 		t.Fatalf("the removal whose outcome was not learnt: %d %s, want 503", removal.status, removal.body)
@@ -72,22 +67,9 @@ func TestAMemberRemovedByAChangeWhoseOutcomeWasNotLearntGetsNoLaterMessageLive(t
 // who got nothing of the group live until she reconnected.
 func TestAMemberAddedByAChangeWhoseOutcomeWasNotLearntGetsLaterMessagesLive(t *testing.T) {
 	t.Parallel()
-	srv, proxy := answerLosingNode(t, nil)
-	ctx := context.Background()
-	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2})
-	bob := rawClient(t, srv.MQTTAddr(), 2, "bob", 5, true)
-	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
-	mustSendAs(t, srv, conv.ID, 1, "before carol")
-	nextEvent(t, bob, "message.new", 5*time.Second)
+	srv, proxy, conv, bob, carol := teamOfAliceAndBobWithCarolOnline(t)
 
-	var reachable func()
-	cut := proxy.LoseAnswer("INSERT INTO conversation_member", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
-	add := httpDo(t, srv, 1, "POST", fmt.Sprintf("/v1/conversations/%d/members", conv.ID), map[string]any{"userId": 3})
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the add's COMMIT was not lost")
-	}
+	add, reachable := commitAnswerLostOutcomeNotLearnt(t, srv, proxy, "INSERT INTO conversation_member", "add", "POST", fmt.Sprintf("/v1/conversations/%d/members", conv.ID), map[string]any{"userId": 3})
 	defer reachable()
 	if add.status != 503 {
 		t.Fatalf("the add whose outcome was not learnt: %d %s, want 503", add.status, add.body)
@@ -116,33 +98,10 @@ func TestAMemberAddedByAChangeWhoseOutcomeWasNotLearntGetsLaterMessagesLive(t *t
 // kept carol's floor from before the change.
 func TestASettingsChangeWhoseOutcomeWasNotLearntHidesEditsLiveAsHistoryDoes(t *testing.T) {
 	t.Parallel()
-	srv, proxy := answerLosingNode(t, nil)
 	ctx := context.Background()
-	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2})
-	path := fmt.Sprintf("/v1/conversations/%d", conv.ID)
-	if r := httpDo(t, srv, 1, "PATCH", path, map[string]any{"historyVisible": "all"}); r.status != 200 {
-		t.Fatalf("history visible to all: %d %s", r.status, r.body)
-	}
-	secret, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "before carol"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := httpDo(t, srv, 1, "POST", path+"/members", map[string]any{"userId": 3}); r.status != 201 {
-		t.Fatalf("add carol: %d %s", r.status, r.body)
-	}
-	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
-	// The node routes the group's messages to carol already.
-	mustSendAs(t, srv, conv.ID, 1, "hello carol")
-	nextEvent(t, carol, "message.new", 5*time.Second)
+	srv, proxy, conv, path, secret, carol := carolJoinedAGroupWhoseHistoryWasVisibleToAll(t)
 
-	var reachable func()
-	cut := proxy.LoseAnswer("history_visible = $6", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
-	change := httpDo(t, srv, 1, "PATCH", path, map[string]any{"historyVisible": "joined"})
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the settings change's COMMIT was not lost")
-	}
+	change, reachable := commitAnswerLostOutcomeNotLearnt(t, srv, proxy, "history_visible = $6", "settings change", "PATCH", path, map[string]any{"historyVisible": "joined"})
 	defer reachable()
 	if change.status != 503 {
 		t.Fatalf("the settings change whose outcome was not learnt: %d %s, want 503", change.status, change.body)
@@ -151,15 +110,7 @@ func TestASettingsChangeWhoseOutcomeWasNotLearntHidesEditsLiveAsHistoryDoes(t *t
 		t.Fatalf("history_visible is %q: the change did not commit", v)
 	}
 
-	for i, body := range []string{"first edit", "second edit"} {
-		if _, err := srv.Service.Edit(ctx, chat.EditRequest{ConversationID: conv.ID, UserID: 1, ClientMsgID: newID(),
-			TargetSeq: secret.Message.Seq, Body: body}); err != nil {
-			t.Fatal(err)
-		}
-		if ev := nextEvent(t, carol, "message.edited", 5*time.Second); ev.Body != "" {
-			t.Errorf("carol got edit %d of a message from before her join with its body %q, want it hidden (history is visible from her join)", i+1, ev.Body)
-		}
-	}
+	twoEditsHiddenFromCarol(t, ctx, srv, conv, secret, carol)
 }
 
 // TestASettingsChangeWhoseCommitAnswerIsLateHidesEditsLiveMeanwhile: alice
@@ -175,23 +126,8 @@ func TestASettingsChangeWhoseOutcomeWasNotLearntHidesEditsLiveAsHistoryDoes(t *t
 // before the change.
 func TestASettingsChangeWhoseCommitAnswerIsLateHidesEditsLiveMeanwhile(t *testing.T) {
 	t.Parallel()
-	srv, proxy := answerLosingNode(t, nil)
 	ctx := context.Background()
-	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2})
-	path := fmt.Sprintf("/v1/conversations/%d", conv.ID)
-	if r := httpDo(t, srv, 1, "PATCH", path, map[string]any{"historyVisible": "all"}); r.status != 200 {
-		t.Fatalf("history visible to all: %d %s", r.status, r.body)
-	}
-	secret, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "before carol"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := httpDo(t, srv, 1, "POST", path+"/members", map[string]any{"userId": 3}); r.status != 201 {
-		t.Fatalf("add carol: %d %s", r.status, r.body)
-	}
-	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
-	mustSendAs(t, srv, conv.ID, 1, "hello carol")
-	nextEvent(t, carol, "message.new", 5*time.Second)
+	srv, proxy, conv, path, secret, carol := carolJoinedAGroupWhoseHistoryWasVisibleToAll(t)
 
 	committed, release := make(chan struct{}), make(chan struct{})
 	var releaseOnce sync.Once
@@ -208,6 +144,62 @@ func TestASettingsChangeWhoseCommitAnswerIsLateHidesEditsLiveMeanwhile(t *testin
 		t.Fatal("the settings change did not commit")
 	}
 
+	twoEditsHiddenFromCarol(t, ctx, srv, conv, secret, carol)
+	releaseOnce.Do(func() { close(release) })
+	<-cut
+	<-changed
+}
+
+// carolJoinedAGroupWhoseHistoryWasVisibleToAll is a node whose database
+// connections go through proxy and a group "team" of alice (1) and bob
+// (2) on it, its history made visible to all (path is the group's); alice
+// sent secret, then added carol (3), who is connected over MQTT 5 and has
+// got alice's "hello carol": the node routes the group's messages to
+// carol already.
+func carolJoinedAGroupWhoseHistoryWasVisibleToAll(t *testing.T) (*server.Server, *pgtest.AnswerLosing, chat.Conversation, string, chat.SendResult, *mqtttest.Client) {
+	t.Helper()
+	srv, proxy := answerLosingNode(t, nil)
+	ctx := context.Background()
+	conv := mustGroup(t, ctx, srv, 1, "team", []int64{2})
+	path := fmt.Sprintf("/v1/conversations/%d", conv.ID)
+	if r := httpDo(t, srv, 1, "PATCH", path, map[string]any{"historyVisible": "all"}); r.status != 200 {
+		t.Fatalf("history visible to all: %d %s", r.status, r.body)
+	}
+	secret, err := srv.Service.Send(ctx, chat.SendRequest{ConversationID: conv.ID, SenderID: 1, ClientMsgID: newID(), Body: "before carol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := httpDo(t, srv, 1, "POST", path+"/members", map[string]any{"userId": 3}); r.status != 201 {
+		t.Fatalf("add carol: %d %s", r.status, r.body)
+	}
+	carol := rawClient(t, srv.MQTTAddr(), 3, "carol", 5, true)
+	mustSendAs(t, srv, conv.ID, 1, "hello carol")
+	nextEvent(t, carol, "message.new", 5*time.Second)
+	return srv, proxy, conv, path, secret, carol
+}
+
+// commitAnswerLostOutcomeNotLearnt: alice (1) sends the request (method,
+// path, body) whose change (its statement holds query) commits; the
+// answer to its COMMIT is lost (within 5 s, else the test fails naming
+// what), and so is every pg_xact_status after it until reachable is
+// called: the node cannot learn what became of the change.
+func commitAnswerLostOutcomeNotLearnt(t *testing.T, srv *server.Server, proxy *pgtest.AnswerLosing, query, what, method, path string, body any) (reply httpReply, reachable func()) {
+	t.Helper()
+	cut := proxy.LoseAnswer(query, func() { reachable = proxy.LoseAnswers("pg_xact_status") })
+	reply = httpDo(t, srv, 1, method, path, body)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the " + what + "'s COMMIT was not lost")
+	}
+	return reply, reachable
+}
+
+// twoEditsHiddenFromCarol: alice (1) edits secret, from before carol's
+// join, twice; carol gets each edit live (within 5 s) without its body,
+// as history shows them her.
+func twoEditsHiddenFromCarol(t *testing.T, ctx context.Context, srv *server.Server, conv chat.Conversation, secret chat.SendResult, carol *mqtttest.Client) {
+	t.Helper()
 	for i, body := range []string{"first edit", "second edit"} {
 		if _, err := srv.Service.Edit(ctx, chat.EditRequest{ConversationID: conv.ID, UserID: 1, ClientMsgID: newID(),
 			TargetSeq: secret.Message.Seq, Body: body}); err != nil {
@@ -217,7 +209,4 @@ func TestASettingsChangeWhoseCommitAnswerIsLateHidesEditsLiveMeanwhile(t *testin
 			t.Errorf("carol got edit %d of a message from before her join with its body %q, want it hidden (history is visible from her join)", i+1, ev.Body)
 		}
 	}
-	releaseOnce.Do(func() { close(release) })
-	<-cut
-	<-changed
 }

@@ -17,14 +17,7 @@ import (
 func TestARetriedUploadTicketWithItsKeySendsTheBytesToTheFirstUpload(t *testing.T) {
 	t.Parallel()
 	stores(t, nil, func(t *testing.T, n attachNode) {
-		g := mustGroup(t, context.Background(), n.Server, 1, "files", []int64{2})
-		data := []byte("the minutes of the meeting")
-		body := map[string]any{"conversationId": g.ID, "name": "minutes.txt", "contentType": "text/plain", "size": len(data)}
-		key := map[string]string{"Idempotency-Key": newID()}
-		first := n.call(t, 1, "POST", "/v1/uploads", body, key)
-		if first.status != http.StatusCreated {
-			t.Fatalf("ticket: %d %s", first.status, first.body)
-		}
+		_, data, body, key, first := keyedMinutesTicket(t, n)
 		again := n.call(t, 1, "POST", "/v1/uploads", body, key)
 		if again.status != http.StatusOK {
 			t.Fatalf("retried ticket: %d %s", again.status, again.body)
@@ -54,14 +47,7 @@ func TestARetriedUploadTicketWithItsKeySendsTheBytesToTheFirstUpload(t *testing.
 func TestATicketAskedAgainWithItsKeyOnceItsUploadIsCompleteCannotChangeTheBytes(t *testing.T) {
 	t.Parallel()
 	stores(t, nil, func(t *testing.T, n attachNode) {
-		g := mustGroup(t, context.Background(), n.Server, 1, "files", []int64{2})
-		data := []byte("the minutes of the meeting")
-		body := map[string]any{"conversationId": g.ID, "name": "minutes.txt", "contentType": "text/plain", "size": len(data)}
-		key := map[string]string{"Idempotency-Key": newID()}
-		first := n.call(t, 1, "POST", "/v1/uploads", body, key)
-		if first.status != http.StatusCreated {
-			t.Fatalf("ticket: %d %s", first.status, first.body)
-		}
+		g, data, body, key, first := keyedMinutesTicket(t, n)
 		tk := decode[chat.UploadTicket](t, first)
 		if r := n.put(t, 1, tk, data); r.status != http.StatusOK {
 			t.Fatalf("upload: %d %s", r.status, r.body)
@@ -106,4 +92,21 @@ func TestATicketAskedAgainWithItsKeyOnceItsUploadIsCompleteCannotChangeTheBytes(
 			t.Fatalf("%d deletions queued of keys for bytes PUT with a ticket asked again (asked twice), want %d", c, want)
 		}
 	})
+}
+
+// keyedMinutesTicket: user 1 asks, under a fresh Idempotency-Key, a ticket
+// for a minutes file in a new group with user 2; it must be created (201).
+// It returns the group, the file's bytes, the ticket's body and key (to ask
+// it again) and the first reply.
+func keyedMinutesTicket(t *testing.T, n attachNode) (chat.Conversation, []byte, map[string]any, map[string]string, httpReply) {
+	t.Helper()
+	g := mustGroup(t, context.Background(), n.Server, 1, "files", []int64{2})
+	data := []byte("the minutes of the meeting")
+	body := map[string]any{"conversationId": g.ID, "name": "minutes.txt", "contentType": "text/plain", "size": len(data)}
+	key := map[string]string{"Idempotency-Key": newID()}
+	first := n.call(t, 1, "POST", "/v1/uploads", body, key)
+	if first.status != http.StatusCreated {
+		t.Fatalf("ticket: %d %s", first.status, first.body)
+	}
+	return g, data, body, key, first
 }

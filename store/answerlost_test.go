@@ -139,20 +139,7 @@ func TestADeliveredFlushWhoseCommitLostItsAnswerIsWrittenAgainAndNeverMovesBack(
 	proxy := pgtest.NewAnswerLosing(t, pool)
 	st := store.New(proxy.Pool, chat.DefaultLimits())
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
-	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
-	conv := mustGroup(t, st, 1, 2)
-	sendN(t, st, conv.ID, 1, 5, "hi bob")
-
-	cut := proxy.LoseAnswer("INSERT INTO member_delivery AS d", nil)
-	r.Delivered(conv.ID, 2, 3)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the delivered flush's COMMIT was not lost")
-	}
-	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
-		t.Fatalf("member_delivery %d, want 3 (committed)", n)
-	}
+	r, conv := deliveredFlushLosingItsCommitAnswer(t, st, pool, proxy)
 	waitFor(t, "the lost flush written again", func() bool { return r.DeliveredFlushes() > 0 })
 	before := r.DeliveredFlushes()
 	r.Delivered(conv.ID, 2, 2)
@@ -179,20 +166,7 @@ func TestADeliveredFlushWhoseCommitLostItsAnswerIsPublishedOnTheNode(t *testing.
 	rec := &publishRecorder{types: []string{chat.EventDeliveryUpdated}}
 	st := store.New(proxy.Pool, chat.DefaultLimits(), store.WithPublisher(rec))
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
-	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
-	conv := mustGroup(t, st, 1, 2)
-	sendN(t, st, conv.ID, 1, 5, "hi bob")
-
-	cut := proxy.LoseAnswer("INSERT INTO member_delivery AS d", nil)
-	r.Delivered(conv.ID, 2, 3)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the delivered flush's COMMIT was not lost")
-	}
-	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
-		t.Fatalf("member_delivery %d, want 3 (committed)", n)
-	}
+	_, conv := deliveredFlushLosingItsCommitAnswer(t, st, pool, proxy)
 	if evs := outboxEvents(t, pool, conv.ID, chat.EventDeliveryUpdated); len(evs) != 1 || evs[0].Seq != 3 {
 		t.Fatalf("outbox delivery.updated rows %+v, want one at seq 3 (committed)", evs)
 	}
@@ -251,6 +225,30 @@ func TestAReadReceiptWhoseCommitIsInDoubtDoesNotHoldUpOtherReceipts(t *testing.T
 	case <-time.After(15 * time.Second):
 		t.Fatal("bob's receipt was not answered")
 	}
+}
+
+// deliveredFlushLosingItsCommitAnswer: in a new group of alice (1) and
+// bob (2) with five messages of alice's, bob acknowledges seq 3 to a
+// receipts writer of st flushing every 10 ms; the flush commits and the
+// answer to its COMMIT is lost (within 5 s), and member_delivery (read
+// through pool, around proxy) holds 3.
+func deliveredFlushLosingItsCommitAnswer(t *testing.T, st *store.Store, pool *pgxpool.Pool, proxy *pgtest.AnswerLosing) (*store.Receipts, chat.Conversation) {
+	t.Helper()
+	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
+	conv := mustGroup(t, st, 1, 2)
+	sendN(t, st, conv.ID, 1, 5, "hi bob")
+
+	cut := proxy.LoseAnswer("INSERT INTO member_delivery AS d", nil)
+	r.Delivered(conv.ID, 2, 3)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the delivered flush's COMMIT was not lost")
+	}
+	if n := deliveredRow(t, pool, conv.ID, 2); n != 3 {
+		t.Fatalf("member_delivery %d, want 3 (committed)", n)
+	}
+	return r, conv
 }
 
 // answerLosingPool is a database that keeps outbox rows (as with a relay)
@@ -320,16 +318,7 @@ func TestARemovalWhoseOutcomeWasNotLearntIsPublishedOnceLearnt(t *testing.T) {
 	before := len(rec.entries())
 
 	var reachable func()
-	cut := proxy.LoseAnswer("DELETE FROM conversation_member WHERE conversation_id", func() { reachable = proxy.LoseAnswers("pg_xact_status") })
-	err := st.RemoveMember(ctx, conv.ID, 1, 2)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the removal's COMMIT was not lost")
-	}
-	if !errors.Is(err, chat.ErrUnavailable) {
-		t.Fatalf("the removal whose outcome was not learnt = %v, want unavailable", err)
-	}
+	removeBobLosingTheCommitAnswer(t, ctx, st, proxy, conv.ID, func() { reachable = proxy.LoseAnswers("pg_xact_status") })
 	if got := queryInt(t, pool, `SELECT count(*) FROM conversation_member WHERE conversation_id = $1 AND user_id = 2`, conv.ID); got != 0 {
 		t.Fatalf("bob is still a member: the removal did not commit")
 	}
@@ -343,6 +332,24 @@ func TestARemovalWhoseOutcomeWasNotLearntIsPublishedOnceLearnt(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "the removal published once learnt", func() bool { return len(rec.entries()) >= before+len(want) })
 	if got := rec.entries()[before:]; !slices.Equal(got, want) {
 		t.Errorf("published: %q, want %q", got, want)
+	}
+}
+
+// removeBobLosingTheCommitAnswer: alice (1) removes bob (2) from conv;
+// the removal commits, the answer to its COMMIT is lost (within 5 s),
+// lost calls next, and the store cannot learn the outcome: the removal
+// fails as unavailable.
+func removeBobLosingTheCommitAnswer(t *testing.T, ctx context.Context, st *store.Store, proxy *pgtest.AnswerLosing, conv int64, lost func()) {
+	t.Helper()
+	cut := proxy.LoseAnswer("DELETE FROM conversation_member WHERE conversation_id", lost)
+	err := st.RemoveMember(ctx, conv, 1, 2)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer to the removal's COMMIT was not lost")
+	}
+	if !errors.Is(err, chat.ErrUnavailable) {
+		t.Fatalf("the removal whose outcome was not learnt = %v, want unavailable", err)
 	}
 }
 
@@ -383,16 +390,7 @@ func TestCloseStopsGroupCommitWhileAnOutcomeIsBeingAsked(t *testing.T) {
 		}
 		proxy.LoseAnswer("pg_xact_status", lose)
 	}
-	cut := proxy.LoseAnswer("DELETE FROM conversation_member WHERE conversation_id", func() { proxy.LoseAnswer("pg_xact_status", lose) })
-	err := st.RemoveMember(ctx, conv.ID, 1, 2)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the answer to the removal's COMMIT was not lost")
-	}
-	if !errors.Is(err, chat.ErrUnavailable) {
-		t.Fatalf("the removal whose outcome was not learnt = %v, want unavailable", err)
-	}
+	removeBobLosingTheCommitAnswer(t, ctx, st, proxy, conv.ID, func() { proxy.LoseAnswer("pg_xact_status", lose) })
 	hang.Store(true)
 	testkit.Receive(t, entered, 10*time.Second, "the store never asked again about the removal")
 

@@ -48,6 +48,21 @@ func dialFrom(t *testing.T, ip, addr string) net.Conn {
 	return c
 }
 
+// heldAtTheCap opens from ip a connection whose request (raw) runs in
+// its handler, not counted, then max more connections from ip, idle,
+// which fill its address's cap; it returns the request's connection.
+func heldAtTheCap(t *testing.T, h *HTTP, max int, ip, addr, request string) net.Conn {
+	t.Helper()
+	conn := dialFrom(t, ip, addr)
+	fmt.Fprint(conn, request)
+	waitConns(t, h, ip, 0, 1) // its request running, not counted
+	for range max {
+		dialFrom(t, ip, addr)
+	}
+	waitConns(t, h, ip, max, max+1)
+	return conn
+}
+
 // waitConns waits until ip's key has counted and tracked connections.
 func waitConns(t *testing.T, h *HTTP, ip string, counted, tracked int) {
 	t.Helper()
@@ -156,13 +171,7 @@ func TestAnAnswerNetHTTPWritesForAHandlerThatWroteNothingSaysConnectionClose(t *
 	mux.HandleFunc("/empty", func(http.ResponseWriter, *http.Request) { <-release })
 	h, _, addr := serveCapped(t, max, mux)
 
-	c := dialFrom(t, ip, addr)
-	fmt.Fprintf(c, "GET /empty HTTP/1.1\r\nHost: x\r\n\r\n")
-	waitConns(t, h, ip, 0, 1) // its request running, not counted
-	for range max {
-		dialFrom(t, ip, addr)
-	}
-	waitConns(t, h, ip, max, max+1)
+	c := heldAtTheCap(t, h, max, ip, addr, "GET /empty HTTP/1.1\r\nHost: x\r\n\r\n")
 	close(release)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
@@ -306,13 +315,7 @@ func TestConnectionCloseIsDecidedHoweverTheHeaderIsWritten(t *testing.T) {
 				c.handle(w)
 			})
 			h, _, addr := serveCapped(t, max, mux)
-			conn := dialFrom(t, ip, addr)
-			fmt.Fprintf(conn, "%s /x HTTP/1.1\r\nHost: x\r\n\r\n", c.method)
-			waitConns(t, h, ip, 0, 1)
-			for range max {
-				dialFrom(t, ip, addr)
-			}
-			waitConns(t, h, ip, max, max+1)
+			conn := heldAtTheCap(t, h, max, ip, addr, fmt.Sprintf("%s /x HTTP/1.1\r\nHost: x\r\n\r\n", c.method))
 			close(release)
 			br := bufio.NewReader(conn)
 			resp, err := http.ReadResponse(br, &http.Request{Method: c.method})
@@ -350,13 +353,7 @@ func TestConnectionCloseIsDecidedHoweverTheHeaderIsWritten(t *testing.T) {
 			hijacked <- nc
 		})
 		h, _, addr := serveCapped(t, max, mux)
-		conn := dialFrom(t, ip, addr)
-		fmt.Fprintf(conn, "GET /x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n")
-		waitConns(t, h, ip, 0, 1)
-		for range max {
-			dialFrom(t, ip, addr)
-		}
-		waitConns(t, h, ip, max, max+1)
+		conn := heldAtTheCap(t, h, max, ip, addr, "GET /x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n")
 		close(release)
 		br := bufio.NewReader(conn)
 		resp, err := http.ReadResponse(br, nil)

@@ -131,11 +131,7 @@ func TestAPushWhoseClaimLostItsAnswerIsSentWithoutWaitingOutItsLease(t *testing.
 	conv := r.direct(1, 2)
 	r.subscribe(2, "bob")
 	seq := r.send(conv, 1, "hi bob")
-	select {
-	case <-cut:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the claim's answer was not lost\njobs:\n%s", dumpJobs(r))
-	}
+	r.answerLost(cut, 10*time.Second, "the claim's answer")
 	if got := r.waitPushes("bob", 1, 5*time.Second); got[0].Seq != seq {
 		t.Errorf("bob's push = %+v, want the notification of %d", got[0], seq)
 	}
@@ -152,25 +148,10 @@ func TestAPushWhoseClaimLostItsAnswerIsSentWithoutWaitingOutItsLease(t *testing.
 // out and the next claim takes it back.
 func TestAQueuedPushWhoseRecheckLostItsAnswerIsSentWithoutWaitingOutItsLease(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	proxy := pgtest.NewAnswerLosing(t, r.pool)
-	// The hanging push's retry is not due while the test runs.
-	r.start(func(c *push.Config) {
-		c.Pool, c.Workers, c.Timeout, c.BackoffMin = proxy.Pool, 1, 3*time.Second, time.Minute
-	})
-	r.queuedBehindAHang()
+	r, proxy := queuedBehindAHangThroughAnswerLosing(t)
 	cut := proxy.LoseAnswer("first_claim is the claim's to know", nil)
-	select {
-	case <-cut:
-	case <-time.After(15 * time.Second):
-		t.Fatalf("the recheck's answer was not lost\njobs:\n%s", dumpJobs(r))
-	}
-	r.waitPushes("bob", 1, 6*time.Second)
-	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
-	if n := r.count(`SELECT attempts FROM push_job WHERE user_id = 2`); n != 1 {
-		t.Errorf("bob's push took %d attempts, want 1\njobs:\n%s", n, dumpJobs(r))
-	}
-	r.quiet("bob", 1, 300*time.Millisecond)
+	r.answerLost(cut, 15*time.Second, "the recheck's answer")
+	r.bobsPushSentOnceInOneAttempt()
 }
 
 // TestAPushWhoseClaimsLostTheirAnswersIsChargedOnlyItsSends: bob's push
@@ -192,18 +173,10 @@ func TestAPushWhoseClaimsLostTheirAnswersIsChargedOnlyItsSends(t *testing.T) {
 	r.subscribe(2, "bob")
 	r.ep.Script("bob", http.StatusServiceUnavailable)
 	seq := r.send(conv, 1, "hi bob")
-	select {
-	case <-cut:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the first claim's answer was not lost\njobs:\n%s", dumpJobs(r))
-	}
+	r.answerLost(cut, 10*time.Second, "the first claim's answer")
 	cut = proxy.LoseAnswer(claim, nil)
 	r.waitRequests(1, 5*time.Second, "bob's first send")
-	select {
-	case <-cut:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the retry's claim's answer was not lost\njobs:\n%s", dumpJobs(r))
-	}
+	r.answerLost(cut, 10*time.Second, "the retry's claim's answer")
 	if got := r.waitPushes("bob", 1, 5*time.Second); got[0].Seq != seq {
 		t.Errorf("bob's push = %+v, want the notification of %d", got[0], seq)
 	}
@@ -261,12 +234,7 @@ func TestAPushWhoseOutcomesConnectionDiedIsNotSentAgain(t *testing.T) {
 // (14 s here) has run out, and counts one attempt.
 func TestAQueuedPushWhoseRechecksAllLostTheirAnswersIsHandedBack(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	proxy := pgtest.NewAnswerLosing(t, r.pool)
-	r.start(func(c *push.Config) {
-		c.Pool, c.Workers, c.Timeout, c.BackoffMin = proxy.Pool, 1, 3*time.Second, time.Minute
-	})
-	r.queuedBehindAHang()
+	r, proxy := queuedBehindAHangThroughAnswerLosing(t)
 	const recheck = "first_claim is the claim's to know"
 	lost := make(chan struct{}, 8)
 	var (
@@ -292,12 +260,7 @@ func TestAQueuedPushWhoseRechecksAllLostTheirAnswersIsHandedBack(t *testing.T) {
 			t.Fatalf("the answer of re-read %d was not lost\njobs:\n%s", i+1, dumpJobs(r))
 		}
 	}
-	r.waitPushes("bob", 1, 6*time.Second)
-	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
-	if n := r.count(`SELECT attempts FROM push_job WHERE user_id = 2`); n != 1 {
-		t.Errorf("bob's push took %d attempts, want 1\njobs:\n%s", n, dumpJobs(r))
-	}
-	r.quiet("bob", 1, 300*time.Millisecond)
+	r.bobsPushSentOnceInOneAttempt()
 }
 
 // TestAQueuedPushWhoseRechecksKeepFailingIsNotClaimedOverAndOver: bob's
@@ -310,13 +273,7 @@ func TestAQueuedPushWhoseRechecksAllLostTheirAnswersIsHandedBack(t *testing.T) {
 // the re-reads answer again, each push is sent once, one attempt.
 func TestAQueuedPushWhoseRechecksKeepFailingIsNotClaimedOverAndOver(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	proxy := pgtest.NewAnswerLosing(t, r.pool)
-	// The hanging push's retry is not due while the test runs.
-	r.start(func(c *push.Config) {
-		c.Pool, c.Workers, c.Timeout, c.BackoffMin = proxy.Pool, 1, 3*time.Second, time.Minute
-	})
-	r.queuedBehindAHang()
+	r, proxy := queuedBehindAHangThroughAnswerLosing(t)
 	r.subscribe(3, "carol")
 	r.send(r.direct(1, 3), 1, "hi carol")
 	r.waitCount(1, 3*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 3 AND state = 'sending' AND attempts = 1`)
@@ -325,13 +282,7 @@ func TestAQueuedPushWhoseRechecksKeepFailingIsNotClaimedOverAndOver(t *testing.T
 	// Both are handed back once (claimed a second time) ...
 	r.waitCount(2, 10*time.Second, `SELECT count(*) FROM push_job WHERE user_id IN (2, 3) AND claims >= 2`)
 	// ... and then left to their leases (14 s here).
-	deadline := time.Now().Add(4 * time.Second)
-	for time.Now().Before(deadline) {
-		if n := r.count(`SELECT max(claims) FROM push_job WHERE user_id IN (2, 3)`); n > 2 {
-			t.Fatalf("a push whose re-reads keep failing was claimed %d times, want at most 2 within its lease\njobs:\n%s", n, dumpJobs(r))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r.claimedAtMostTwiceFor(4*time.Second, `SELECT max(claims) FROM push_job WHERE user_id IN (2, 3)`, "re-reads keep failing")
 	stop()
 	for _, name := range []string{"bob", "carol"} {
 		r.waitPushes(name, 1, 20*time.Second)
@@ -364,15 +315,61 @@ func TestAPushWhoseSendStartMarkKeepsFailingIsNotClaimedOverAndOver(t *testing.T
 	// Handed back once (claimed a second time) ...
 	r.waitCount(1, 10*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND claims >= 2`)
 	// ... and then left to its lease.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if n := r.count(`SELECT max(claims) FROM push_job WHERE user_id = 2`); n > 2 {
-			t.Fatalf("a push whose send-start marks keep failing was claimed %d times, want at most 2 within its lease\njobs:\n%s", n, dumpJobs(r))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r.claimedAtMostTwiceFor(3*time.Second, `SELECT max(claims) FROM push_job WHERE user_id = 2`, "send-start marks keep failing")
 	stop()
 	r.waitPushes("bob", 1, 20*time.Second)
 	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
 	r.quiet("bob", 1, 300*time.Millisecond)
+}
+
+// queuedBehindAHangThroughAnswerLosing is a rig whose pusher (one worker,
+// 3 s timeout) reaches the database through proxy, with bob's push
+// queued behind a push service that hangs (queuedBehindAHang). The
+// hanging push's retry is not due while the test runs.
+func queuedBehindAHangThroughAnswerLosing(t *testing.T) (*rig, *pgtest.AnswerLosing) {
+	t.Helper()
+	r := newRig(t)
+	proxy := pgtest.NewAnswerLosing(t, r.pool)
+	r.start(func(c *push.Config) {
+		c.Pool, c.Workers, c.Timeout, c.BackoffMin = proxy.Pool, 1, 3*time.Second, time.Minute
+	})
+	r.queuedBehindAHang()
+	return r, proxy
+}
+
+// bobsPushSentOnceInOneAttempt: bob gets his push (within 6 s), his job
+// is sent, it took one attempt, and no second push follows.
+func (r *rig) bobsPushSentOnceInOneAttempt() {
+	r.t.Helper()
+	r.waitPushes("bob", 1, 6*time.Second)
+	r.waitCount(0, 5*time.Second, `SELECT count(*) FROM push_job WHERE user_id = 2 AND state <> 'sent'`)
+	if n := r.count(`SELECT attempts FROM push_job WHERE user_id = 2`); n != 1 {
+		r.t.Errorf("bob's push took %d attempts, want 1\njobs:\n%s", n, dumpJobs(r))
+	}
+	r.quiet("bob", 1, 300*time.Millisecond)
+}
+
+// claimedAtMostTwiceFor: for d, polled every 20 ms, maxClaims (a query of
+// the most claims of the pushes watched) stays at most 2: a push whose
+// what was not claimed and handed back over and over within its lease.
+func (r *rig) claimedAtMostTwiceFor(d time.Duration, maxClaims, what string) {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if n := r.count(maxClaims); n > 2 {
+			r.t.Fatalf("a push whose %s was claimed %d times, want at most 2 within its lease\njobs:\n%s", what, n, dumpJobs(r))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// answerLost waits within for cut (an answer lost), else fails saying
+// what was not lost, with the jobs.
+func (r *rig) answerLost(cut <-chan struct{}, within time.Duration, what string) {
+	r.t.Helper()
+	select {
+	case <-cut:
+	case <-time.After(within):
+		r.t.Fatalf("%s was not lost\njobs:\n%s", what, dumpJobs(r))
+	}
 }

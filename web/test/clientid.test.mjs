@@ -237,22 +237,7 @@ test('the new client id takes over the outbox of the refused one: each entry onc
 });
 
 test('a new client id is one no tab holds nor had, and the refused one is neither kept nor held', async () => {
-  const storage = memoryStorage();
-  const held = new Set(); // the names of the locks held
-  const locks = {
-    request: async (name, opts, cb) => {
-      assert.equal(opts.ifAvailable, true);
-      if (held.has(name)) return cb(null);
-      held.add(name);
-      try {
-        return await cb({ name });
-      } finally {
-        held.delete(name);
-      }
-    },
-  };
-  globalThis.localStorage = storage;
-  Object.defineProperty(globalThis, 'navigator', { value: { locks }, configurable: true, writable: true });
+  const { storage, held } = memoryLocks((opts) => assert.equal(opts.ifAvailable, true));
   try {
     const { claimClientId, forgetClientId, releaseClientId } = await import('../src/auth.js');
     const first = await claimClientId(1);
@@ -275,6 +260,33 @@ test('a new client id is one no tab holds nor had, and the refused one is neithe
   }
 });
 
+/**
+ * Puts a localStorage over a Map and a navigator.locks in globalThis (the
+ * test deletes both when done). locks.request grants a lock no one holds
+ * and calls back with null for one held, as with ifAvailable; checkOpts,
+ * when given, is called first with each request's options. held is the
+ * names of the locks held.
+ */
+function memoryLocks(checkOpts) {
+  const storage = memoryStorage();
+  const held = new Set();
+  const locks = {
+    request: async (name, opts, cb) => {
+      checkOpts?.(opts);
+      if (held.has(name)) return cb(null);
+      held.add(name);
+      try {
+        return await cb({ name });
+      } finally {
+        held.delete(name);
+      }
+    },
+  };
+  globalThis.localStorage = storage;
+  Object.defineProperty(globalThis, 'navigator', { value: { locks }, configurable: true, writable: true });
+  return { storage, held };
+}
+
 /** localStorage's interface over a Map. */
 function memoryStorage() {
   const m = new Map();
@@ -291,21 +303,7 @@ function memoryStorage() {
 
 test('a session stopped for good, every client id refused, leaves none of them for the next page to claim: its first CONNECT after a reload is not refused', async () => {
   const srv = await startServer();
-  const storage = memoryStorage();
-  const held = new Set();
-  const locks = {
-    request: async (name, opts, cb) => {
-      if (held.has(name)) return cb(null);
-      held.add(name);
-      try {
-        return await cb({ name });
-      } finally {
-        held.delete(name);
-      }
-    },
-  };
-  globalThis.localStorage = storage;
-  Object.defineProperty(globalThis, 'navigator', { value: { locks }, configurable: true, writable: true });
+  const { held } = memoryLocks();
   const { claimClientId, forgetClientId, releaseClientId } = await import('../src/auth.js');
   // As main.js renews a refused id, the server refusing every one.
   const renew = async (refused) => {
@@ -340,21 +338,7 @@ test('a session stopped for good, every client id refused, leaves none of them f
 
 test('a tab whose session stopped for good, every client id refused, signed out and in again in the same tab connects with an id not refused: its first CONNECT gets in, and the refused id is let go', async () => {
   const srv = await startServer();
-  const storage = memoryStorage();
-  const held = new Set();
-  const locks = {
-    request: async (name, opts, cb) => {
-      if (held.has(name)) return cb(null);
-      held.add(name);
-      try {
-        return await cb({ name });
-      } finally {
-        held.delete(name);
-      }
-    },
-  };
-  globalThis.localStorage = storage;
-  Object.defineProperty(globalThis, 'navigator', { value: { locks }, configurable: true, writable: true });
+  const { held } = memoryLocks();
   const { TabClientIds, clientLockName } = await import('../src/auth.js');
   // As main.js uses them, the server refusing every id for now.
   const tab = new TabClientIds();

@@ -390,17 +390,26 @@ test('signing in forgets what was shown at this browser to anyone else (a user w
   }
 });
 
+/**
+ * Another tab of the user's at this browser, on screen, its session
+ * session, showing group: a page of its own (other, its document), which
+ * notifies nothing. stop is its notifyWhileHidden's stop.
+ */
+function otherTabOnScreen(session, group) {
+  const hidden = globalThis.document;
+  const other = Object.assign(new EventTarget(), { visibilityState: 'visible' });
+  globalThis.document = other;
+  const stop = notifyWhileHidden(session, { conv: () => group }, ME);
+  globalThis.document = hidden;
+  return { other, stop };
+}
+
 test("a hidden tab does not alert while another tab of the user's at this browser is on screen (they are in the app there), and does once none is", async () => {
   const page = hiddenPage();
   navigator.locks = memoryLocks();
   try {
     const group = unreadGroup(5);
-    // The other tab, on screen: a page of its own, which notifies nothing.
-    const hidden = globalThis.document;
-    const other = Object.assign(new EventTarget(), { visibilityState: 'visible' });
-    globalThis.document = other;
-    const stopOther = notifyWhileHidden(new EventTarget(), { conv: () => group }, ME);
-    globalThis.document = hidden;
+    const { other, stop: stopOther } = otherTabOnScreen(new EventTarget(), group);
     const { deliver } = notifying({ conv: () => group });
     deliver(1, 'read there');
     await settle();
@@ -432,12 +441,8 @@ test("a tab on screen whose connection the server refused for good (every client
   navigator.locks = memoryLocks();
   try {
     const group = unreadGroup(5);
-    const hidden = globalThis.document;
-    const other = Object.assign(new EventTarget(), { visibilityState: 'visible' });
-    globalThis.document = other;
     const otherSession = new EventTarget();
-    notifyWhileHidden(otherSession, { conv: () => group }, ME);
-    globalThis.document = hidden;
+    otherTabOnScreen(otherSession, group);
     const { deliver } = notifying({ conv: () => group });
     deliver(1, 'read there');
     await settle();

@@ -332,6 +332,17 @@ test('without Web Locks a page sends what pages of other client ids of the same 
   const storage = memoryStorage();
   const createdAt = new Date().toISOString();
   new Outbox('web-1-b', storage).put(7, { clientMsgId: '00000000-0000-4000-8000-0000000000b1', body: 'from b', createdAt });
+  const { s, sync } = await pageAOfUser1WithoutWebLocks(t, storage);
+  assert.deepEqual(s.sent.map((x) => x.body), ['from b']);
+  assert.equal(storage.getItem('chatd.outbox.web-1-b'), null);
+});
+
+/**
+ * The page of client id web-1-a over storage, without Web Locks: its sync
+ * over a held session s (sends time out after 50 ms, stopped after the
+ * test), its outbox's orphans adopted, its inbox refreshed.
+ */
+async function pageAOfUser1WithoutWebLocks(t, storage) {
   const s = heldSession();
   const sync = new Sync(new ChatState(ME), fakeApi([msg(1)]), s);
   sync.sendTimeoutMs = 50;
@@ -339,9 +350,8 @@ test('without Web Locks a page sends what pages of other client ids of the same 
   sync.outbox = new Outbox('web-1-a', storage);
   await sync.outbox.adoptOrphans(null);
   await sync.refreshInbox();
-  assert.deepEqual(s.sent.map((x) => x.body), ['from b']);
-  assert.equal(storage.getItem('chatd.outbox.web-1-b'), null);
-});
+  return { s, sync };
+}
 
 /** An MQTT session whose sends and changes wait until answer(clientMsgId, result) or refuse(clientMsgId, err). */
 function heldSession() {
@@ -1145,13 +1155,7 @@ test("signing out forgets the user's unsent messages, those another tab of the s
 
   // Signed in again as the user in this tab (its client id kept), the
   // other tab gone.
-  const s = heldSession();
-  const sync = new Sync(new ChatState(ME), fakeApi([msg(1)]), s);
-  sync.sendTimeoutMs = 50;
-  t.after(() => sync.stop());
-  sync.outbox = new Outbox('web-1-a', storage);
-  await sync.outbox.adoptOrphans(null);
-  await sync.refreshInbox();
+  const { s, sync } = await pageAOfUser1WithoutWebLocks(t, storage);
   await settle();
   assert.deepEqual(s.sent.map((x) => x.body), [], "the next sign-in sent what the signed-out session left unsent");
   assert.deepEqual(kept(), {}, "an unsent message of the signed-out session stayed in the browser");
