@@ -21,7 +21,8 @@ import (
 // row's insert) while B starts, which waits for the profile's lock and
 // so takes a higher id and commits after A. Both wait in the outbox for
 // Kafka and are relayed in one batch: the clients of every node apply
-// B last (a third node's gets A, if at all, before B; node b's may get
+// B last (a third node's gets A, if at all, before B, or again after
+// it when Kafka hands the batch on again, then B again; node b's may get
 // A after its own B, with the older updatedAt clients skip), and
 // nothing is lost.
 func TestTwoProfileChangesOfOneUserOnTwoNodesReachEveryNodeInCommitOrder(t *testing.T) {
@@ -80,8 +81,13 @@ func TestTwoProfileChangesOfOneUserOnTwoNodesReachEveryNodeInCommitOrder(t *test
 		if name == "node b" {
 			continue // its own B first, then A, older: clients skip it by updatedAt
 		}
-		if i := slices.Index(got, "A"); i > slices.Index(got, "B") || got[len(got)-1] != "B" {
-			t.Errorf("the client on %s got profile.updated %v, want A (if at all) before B, B last", name, got)
+		// Kafka may hand the batch on again after the restart (at least
+		// once, from the committed offset: A then B again), and the
+		// audience goroutine lets B replace an A still waiting, so an A
+		// may follow a first B; what a client applies (newest updatedAt)
+		// is B as long as B comes last.
+		if got[len(got)-1] != "B" {
+			t.Errorf("the client on %s got profile.updated %v, want B last", name, got)
 		}
 	}
 }
