@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -196,22 +195,9 @@ func TestAReadReceiptWhoseCommitIsInDoubtDoesNotHoldUpOtherReceipts(t *testing.T
 	st := store.New(proxy.Pool, chat.DefaultLimits())
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
-	bobs := mustGroup(t, st, 1, 2)
-	carols := mustGroup(t, st, 1, 3)
-	sendN(t, st, bobs.ID, 1, 3, "hi bob")
-	sendN(t, st, carols.ID, 1, 3, "hi carol")
+	bobs, carols := bobsAndCarolsGroups(t, st)
 
-	cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
-	bob := make(chan error, 1)
-	go func() {
-		_, err := r.MarkRead(ctx, bobs.ID, 2, 2)
-		bob <- err
-	}()
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the read batch's COMMIT was not held back")
-	}
+	bob := markReadOrphaned(ctx, t, r, proxy, bobs.ID, 2, 2, 5*time.Second)
 	start := time.Now()
 	res, err := r.MarkRead(ctx, carols.ID, 3, 3)
 	if took := time.Since(start); err != nil || res.LastReadSeq != 3 || took > time.Second {
@@ -249,6 +235,38 @@ func deliveredFlushLosingItsCommitAnswer(t *testing.T, st *store.Store, pool *pg
 		t.Fatalf("member_delivery %d, want 3 (committed)", n)
 	}
 	return r, conv
+}
+
+// bobsAndCarolsGroups makes two groups of alice (1), one with bob (2),
+// one with carol (3), with three messages of alice's in each.
+func bobsAndCarolsGroups(t *testing.T, st *store.Store) (bobs, carols chat.Conversation) {
+	t.Helper()
+	bobs = mustGroup(t, st, 1, 2)
+	carols = mustGroup(t, st, 1, 3)
+	sendN(t, st, bobs.ID, 1, 3, "hi bob")
+	sendN(t, st, carols.ID, 1, 3, "hi carol")
+	return bobs, carols
+}
+
+// markReadOrphaned has user mark conv read up to seq through r, the
+// read batch's COMMIT held back by proxy (its connection closed, its
+// transaction left in progress, orphaned). It returns once the COMMIT
+// was held (within the given time), with the channel the receipt's
+// answer comes on.
+func markReadOrphaned(ctx context.Context, t *testing.T, r *store.Receipts, proxy *pgtest.AnswerLosing, conv, user, seq int64, within time.Duration) <-chan error {
+	t.Helper()
+	cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
+	answer := make(chan error, 1)
+	go func() {
+		_, err := r.MarkRead(ctx, conv, user, seq)
+		answer <- err
+	}()
+	select {
+	case <-cut:
+	case <-time.After(within):
+		t.Fatalf("the read batch of conversation %d was not held back", conv)
+	}
+	return answer
 }
 
 // answerLosingPool is a database that keeps outbox rows (as with a relay)
@@ -353,12 +371,16 @@ func removeBobLosingTheCommitAnswer(t *testing.T, ctx context.Context, st *store
 	}
 }
 
-// batchers counts the goroutines running a send batcher.
-func batchers() int {
+// goroutinesWith counts the goroutines of the process whose stack (with
+// the line that says who created it) holds frame.
+func goroutinesWith(frame string) int {
 	var b bytes.Buffer
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
-	return strings.Count(b.String(), "store.(*batcher).run(")
+	return strings.Count(b.String(), frame)
 }
+
+// batchers counts the goroutines running a send batcher.
+func batchers() int { return goroutinesWith("store.(*batcher).run(") }
 
 // TestCloseStopsGroupCommitWhileAnOutcomeIsBeingAsked: the outcome of a
 // removal is not known, and PostgreSQL does not answer the store's next
@@ -450,14 +472,7 @@ func TestAReadReceiptWhoseOutcomeWasNotLearntIsPublishedOnceLearnt(t *testing.T)
 // settlingGoroutines counts the goroutines that settle read batches in
 // doubt (Receipts.flushReads's).
 func settlingGoroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "created by github.com/chatd/chatd/store.(*Receipts).flushReads in ")
-		}
-		buf = make([]byte, 2*len(buf))
-	}
+	return goroutinesWith("created by github.com/chatd/chatd/store.(*Receipts).flushReads in ")
 }
 
 // TestReadBatchesInDoubtAreSettledByAFewGoroutinesAtMost: six read
@@ -497,22 +512,13 @@ func TestReadBatchesInDoubtAreSettledByAFewGoroutinesAtMost(t *testing.T) {
 			}
 		}
 	}()
-	answers := make(chan error, batches)
+	var answers []<-chan error
 	for _, conv := range convs {
-		cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
-		go func() {
-			_, err := r.MarkRead(ctx, conv, 2, 2)
-			answers <- err
-		}()
-		select {
-		case <-cut:
-		case <-time.After(15 * time.Second):
-			t.Fatalf("the read batch of conversation %d was not held back", conv)
-		}
+		answers = append(answers, markReadOrphaned(ctx, t, r, proxy, conv, 2, 2, 15*time.Second))
 	}
-	for range batches {
+	for _, answer := range answers {
 		select {
-		case err := <-answers:
+		case err := <-answer:
 			if !errors.Is(err, chat.ErrUnavailable) {
 				t.Errorf("a receipt whose batch is in doubt = %v, want unavailable", err)
 			}
@@ -544,22 +550,9 @@ func TestReceiptsAfterABatchWhoseTransactionIsStillInProgressAreNotHeldUp(t *tes
 	st := store.New(proxy.Pool, chat.DefaultLimits())
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	r := newReceipts(t, st, store.ReceiptsConfig{DeliveredInterval: 10 * time.Millisecond})
-	bobs := mustGroup(t, st, 1, 2)
-	carols := mustGroup(t, st, 1, 3)
-	sendN(t, st, bobs.ID, 1, 3, "hi bob")
-	sendN(t, st, carols.ID, 1, 3, "hi carol")
+	bobs, carols := bobsAndCarolsGroups(t, st)
 
-	cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
-	first := make(chan error, 1)
-	go func() {
-		_, err := r.MarkRead(ctx, bobs.ID, 2, 2)
-		first <- err
-	}()
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the read batch's COMMIT was not held back")
-	}
+	first := markReadOrphaned(ctx, t, r, proxy, bobs.ID, 2, 2, 5*time.Second)
 	next := make(chan error, 1)
 	go func() {
 		_, err := r.MarkRead(ctx, bobs.ID, 2, 3)
@@ -616,10 +609,7 @@ func TestClosingReceiptsWritesTheAcknowledgementsWhileAReadBatchIsInDoubt(t *tes
 		defer cancel()
 		_ = r.Close(ctx)
 	})
-	bobs := mustGroup(t, st, 1, 2)
-	carols := mustGroup(t, st, 1, 3)
-	sendN(t, st, bobs.ID, 1, 3, "hi bob")
-	sendN(t, st, carols.ID, 1, 3, "hi carol")
+	bobs, carols := bobsAndCarolsGroups(t, st)
 	r.Delivered(carols.ID, 3, 1)
 	waitFor(t, "carol's first acknowledgement written", func() bool {
 		var n int64
@@ -628,13 +618,7 @@ func TestClosingReceiptsWritesTheAcknowledgementsWhileAReadBatchIsInDoubt(t *tes
 	})
 	r.Delivered(carols.ID, 3, 2) // waits for the next flush: an hour, or Close
 
-	cut := proxy.Orphan("UPDATE conversation_member m\nSET last_read_seq")
-	go func() { _, _ = r.MarkRead(ctx, bobs.ID, 2, 2) }()
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the read batch's COMMIT was not held back")
-	}
+	markReadOrphaned(ctx, t, r, proxy, bobs.ID, 2, 2, 5*time.Second)
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_ = r.Close(cctx) // bob's batch is not settled within it
